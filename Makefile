@@ -1,0 +1,46 @@
+# commopt developer commands. `make demo` and `make test` work on a fresh clone: both create
+# the local virtual environment (.venv) first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+# CPU build of torch for these machines; pyproject.toml stays permissive (torch>=2.6).
+TORCH_PIN := torch==2.13.0
+DEMO_GRAPH := sample_graphs/ws8/fsdp.pt2
+DEMO_OUT := demo_out
+
+.PHONY: install demo test test-fast bench samples schemas lint clean browser-deps
+
+$(STAMP): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH_PIN)
+	$(BIN)/pip install -q numpy ruff
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/commopt inspect $(DEMO_GRAPH)
+
+test: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+test-fast: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not browser" tests
+
+bench: install
+	$(BIN)/python -m bench
+
+samples: install
+	$(BIN)/python sample_graphs/make_samples.py
+
+schemas: install
+	$(BIN)/python -m commopt.schemas.generate
+
+lint: install
+	$(BIN)/ruff check commopt cli schemas tests bench
+
+clean:
+	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache .hypothesis

@@ -1,0 +1,1 @@
+"""The ``commopt`` command line: a thin layer of click commands over the library."""

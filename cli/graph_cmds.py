@@ -1,0 +1,68 @@
+"""``commopt inspect`` and ``commopt convert``."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from commopt.cli.app import App
+from commopt.cli.options import emit_json, format_option, graph_argument, group_options, load_graph_for_cli, pass_app
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+@click.command("inspect")
+@graph_argument
+@group_options
+@format_option
+@pass_app
+def inspect_cmd(app: App, graph: str, groups_file: str | None, mesh: str | None, fmt: str) -> None:
+    """Show node counts, collectives by group and type, inputs, outputs and warnings."""
+    from commopt.inspect import inspect_graph
+
+    report = inspect_graph(load_graph_for_cli(graph, groups_file, mesh))
+    if fmt == "json":
+        emit_json(app, report)
+        return
+    out = app.out
+    out.print(f"[bold]{report.name}[/bold] ({report.format}, {report.nodes} nodes, world size {report.world_size or '?'})")
+    kinds = Table(title="nodes by kind", title_justify="left")
+    kinds.add_column("kind")
+    kinds.add_column("count", justify="right")
+    for k, v in report.kinds.items():
+        kinds.add_row(k, str(v))
+    out.print(kinds)
+    if report.collectives:
+        t = Table(title="collectives", title_justify="left")
+        for col in ("group", "size", "ranks", "type", "count", "bytes"):
+            t.add_column(col, justify="right" if col in ("size", "count", "bytes") else "left")
+        for c in report.collectives:
+            ranks = "?" if c.ranks is None else (str(c.ranks) if len(c.ranks) <= 8 else f"{len(c.ranks)} ranks")
+            t.add_row(c.group, str(c.group_size), ranks, c.type, str(c.count), _fmt_bytes(c.total_bytes))
+        out.print(t)
+    out.print(f"inputs: {len(report.inputs)}  outputs: {len(report.outputs)}")
+    for w in report.warnings:
+        app.warn(w)
+
+
+@click.command("convert")
+@click.argument("source", type=click.Path(path_type=str))
+@click.argument("dest", type=click.Path(path_type=str))
+@group_options
+@pass_app
+def convert_cmd(app: App, source: str, dest: str, groups_file: str | None, mesh: str | None) -> None:
+    """Convert a graph to commopt's JSON format (DEST must end in .json)."""
+    from commopt.errors import OptionError
+    from commopt.io.json_graph import save_json_graph
+
+    if not dest.lower().endswith(".json"):
+        raise OptionError("the destination must be a .json file", field="DEST")
+    g = load_graph_for_cli(source, groups_file, mesh)
+    save_json_graph(g, dest)
+    app.info(f"wrote {dest} ({len(g.nodes)} nodes)")

@@ -1,0 +1,109 @@
+"""Root command group: global options, lazy command loading, error reporting and exit codes."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+
+import click
+
+from commopt._version import __version__
+from commopt.cli.app import App
+from commopt.errors import CommoptError, ExitCode
+
+#: Command name -> "module:attribute". Modules load only when their command runs, so
+#: ``commopt --help`` and light commands do not import torch.
+COMMANDS: dict[str, str] = {
+    "inspect": "commopt.cli.graph_cmds:inspect_cmd",
+    "convert": "commopt.cli.graph_cmds:convert_cmd",
+    "estimate": "commopt.cli.estimate_cmds:estimate_cmd",
+    "calibrate": "commopt.cli.estimate_cmds:calibrate_cmd",
+    "optimize": "commopt.cli.optimize_cmd:optimize_cmd",
+    "verify": "commopt.cli.verify_cmd:verify_cmd",
+    "passes": "commopt.cli.verify_cmd:passes_cmd",
+    "plan": "commopt.cli.plan_cmds:plan_cmd",
+    "verify-plan": "commopt.cli.plan_cmds:verify_plan_cmd",
+    "codegen": "commopt.cli.codegen_cmd:codegen_cmd",
+    "report": "commopt.cli.report_cmd:report_cmd",
+    "check": "commopt.cli.check_cmd:check_cmd",
+    "config": "commopt.cli.config_cmd:config_cmd",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use (missing modules are skipped)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name in COMMANDS if self._load(name) is not None)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self._load(cmd_name)
+
+    @staticmethod
+    def _load(name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name == module:
+                return None
+            raise
+        return getattr(mod, attr)
+
+    def resolve_command(self, ctx, args):
+        name = args[0] if args else None
+        if name is not None and self.get_command(ctx, name) is None and not name.startswith("-"):
+            from commopt.errors import suggest
+
+            raise click.UsageError(f"no command {name!r}{suggest(name, self.list_commands(ctx))}")
+        return super().resolve_command(ctx, args)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="commopt")
+@click.option("-v", "--verbose", count=True, help="More diagnostics on stderr.")
+@click.option("-q", "--quiet", count=True, help="Fewer diagnostics on stderr.")
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Colour in terminal output (NO_COLOR is honoured in 'auto').",
+)
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, quiet: int, color: str) -> None:
+    """Reorder distributed PyTorch graphs so communication overlaps with compute."""
+    ctx.obj = App(verbosity=verbose - quiet, color=color)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``commopt`` console script: maps errors to exit codes."""
+    try:
+        rv = cli.main(args=argv, prog_name="commopt", standalone_mode=False)
+    except CommoptError as exc:
+        click.echo(f"commopt: error: {exc}", err=True)
+        sys.exit(int(exc.exit_code))
+    except click.exceptions.Abort:
+        click.echo("commopt: aborted", err=True)
+        sys.exit(int(ExitCode.USER_ERROR))
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(int(ExitCode.USER_ERROR))
+    except KeyboardInterrupt:
+        click.echo("commopt: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception:
+        traceback.print_exc()
+        click.echo(
+            f"commopt: internal error: this is a bug in commopt {__version__}; please report it "
+            "with the traceback above and the command you ran.",
+            err=True,
+        )
+        sys.exit(int(ExitCode.INTERNAL_ERROR))
+    sys.exit(int(rv) if isinstance(rv, int) else 0)

@@ -1,0 +1,80 @@
+"""Loading graphs from files or objects and writing them back in the same format."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from commopt.errors import GraphError
+from commopt.ir.graph import Graph
+
+GRAPH_SUFFIXES = (".pt2", ".json")
+
+
+def check_input_path(path: str | os.PathLike[str]) -> Path:
+    """Return ``path`` as a Path after checking it names a readable, non-empty file."""
+    p = Path(path)
+    if not p.exists():
+        raise GraphError("no such file", file=str(p))
+    if p.is_dir():
+        raise GraphError("is a directory, expected a graph file (.pt2 or .json)", file=str(p))
+    if p.stat().st_size == 0:
+        raise GraphError("file is empty", file=str(p))
+    return p
+
+
+def load_graph(source: Any, *, groups: str | os.PathLike[str] | None = None,
+               mesh: str | None = None) -> Graph:
+    """Load a graph from a path (``.pt2`` or ``.json``), an ExportedProgram or a GraphModule.
+
+    ``groups`` (a JSON file) and ``mesh`` (``"dp=2,tp=4"``) supply process-group ranks a
+    ``.pt2`` archive does not record; see :mod:`commopt.io.groups`.
+    """
+    if isinstance(source, Graph):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        p = check_input_path(source)
+        suffix = p.suffix.lower()
+        if suffix == ".json":
+            from commopt.io.json_graph import load_json_graph
+
+            graph = load_json_graph(p)
+        elif suffix == ".pt2":
+            from commopt.io.pt2 import load_pt2
+
+            graph = load_pt2(p, groups=groups, mesh=mesh)
+            return graph
+        else:
+            raise GraphError(f"unknown graph format {suffix or '(no suffix)'!r}; expected .pt2 or .json", file=str(p))
+        if groups is not None or mesh is not None:
+            from commopt.io.groups import apply_group_overrides
+
+            graph = apply_group_overrides(graph, groups=groups, mesh=mesh)
+        return graph
+    from commopt.io.pt2 import graph_from_torch
+
+    return graph_from_torch(source, groups=groups, mesh=mesh)
+
+
+def save_graph(graph: Graph, path: str | os.PathLike[str], order: list[int] | None = None) -> Path:
+    """Write ``graph`` with nodes in ``order`` in its source format; returns the path written.
+
+    A graph read from ``.pt2`` is written as ``.pt2`` (the FX graph re-ordered, linted and
+    re-saved); anything else as JSON. The write is atomic.
+    """
+    p = Path(path)
+    if p.suffix.lower() == ".pt2":
+        from commopt.io.pt2 import save_pt2
+
+        save_pt2(graph, p, order)
+    else:
+        from commopt.io.json_graph import save_json_graph
+
+        save_json_graph(graph, p, order)
+    return p
+
+
+def graph_suffix(graph: Graph) -> str:
+    """The file suffix of the graph's source format ('.pt2' or '.json')."""
+    return ".pt2" if graph.source_format == "pt2" else ".json"

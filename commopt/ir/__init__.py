@@ -1,0 +1,25 @@
+"""The graph IR (see :mod:`commopt.ir.graph`)."""
+
+from commopt.ir.graph import (
+    COLLECTIVE_TYPES,
+    DTYPE_BYTES,
+    CollectiveInfo,
+    Graph,
+    Node,
+    NodeKind,
+    ProcessGroup,
+    Ref,
+    TensorMeta,
+)
+
+__all__ = [
+    "COLLECTIVE_TYPES",
+    "DTYPE_BYTES",
+    "CollectiveInfo",
+    "Graph",
+    "Node",
+    "NodeKind",
+    "ProcessGroup",
+    "Ref",
+    "TensorMeta",
+]

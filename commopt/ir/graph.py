@@ -1,0 +1,401 @@
+"""The graph IR: framework-neutral, index-based, built for 100,000+ nodes.
+
+A :class:`Graph` is a list of :class:`Node` in their original program order; a node refers to
+other nodes by integer index only. Derived structure (predecessors and successors over data
+and ordering edges, storage roots) is computed once, when the graph is built, into flat
+CSR-style arrays that passes, the simulator and the checker share.
+
+Orders produced by passes are plain lists of node indices; the graph itself is never mutated.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+#: Element sizes in bytes, by the dtype names the IR uses (torch's names without ``torch.``).
+DTYPE_BYTES: dict[str, int] = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1,
+    "complex64": 8,
+    "complex128": 16,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "uint16": 2,
+    "uint32": 4,
+    "uint64": 8,
+    "bool": 1,
+}
+
+
+class NodeKind(IntEnum):
+    """What a node does, as far as scheduling is concerned."""
+
+    INPUT = 0  # a graph input: parameter, buffer, user input, constant
+    OUTPUT = 1  # the single node returning the graph's results
+    COMPUTE = 2  # runs a kernel on the compute stream
+    VIEW = 3  # aliases its input, costs nothing (views, getitem, metadata ops)
+    COLLECTIVE = 4  # issues an asynchronous collective on its group's stream
+    WAIT = 5  # blocks the compute stream until its collective finished
+
+    @property
+    def label(self) -> str:
+        """Lower-case name used in files and reports ('compute', 'wait', ...)."""
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> NodeKind:
+        """The kind named by its lower-case label."""
+        return cls[text.upper()]
+
+
+#: Collective types the IR knows. ``*_coalesced`` variants are expressed with
+#: :attr:`CollectiveInfo.coalesced` rather than separate types.
+COLLECTIVE_TYPES = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "broadcast",
+    "reduce",
+    "send",
+    "recv",
+    "barrier",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMeta:
+    """One tensor a node produces.
+
+    ``shape`` is the *local* shape (what this rank allocates and sends); memory and
+    communication costs come from it. ``max_shape`` is the largest local shape over all ranks
+    when shards are uneven (None when every rank has ``shape``): decisions that must agree
+    across ranks use it. ``logical_shape`` and ``placements`` (``"S(0)"``, ``"R"``,
+    ``"P(sum)"``, one per mesh dimension) describe the global tensor where known.
+    """
+
+    dtype: str
+    shape: tuple[int, ...]
+    max_shape: tuple[int, ...] | None = None
+    logical_shape: tuple[int, ...] | None = None
+    placements: tuple[str, ...] | None = None
+
+    @property
+    def numel(self) -> int:
+        """Number of elements of the local shape."""
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Local size in bytes."""
+        return self.numel * DTYPE_BYTES.get(self.dtype, 4)
+
+    @property
+    def padded_nbytes(self) -> int:
+        """Size in bytes of the largest rank's shard: the same number on every rank."""
+        shape = self.max_shape if self.max_shape is not None else self.shape
+        return math.prod(shape) * DTYPE_BYTES.get(self.dtype, 4)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessGroup:
+    """A process group: its c10d name, size and, where known, global ranks and mesh dim."""
+
+    name: str
+    size: int
+    ranks: tuple[int, ...] | None = None
+    mesh_dim: str | None = None
+
+    def spans_nodes(self, gpus_per_node: int) -> bool | None:
+        """Whether the group has ranks on more than one host (None when ranks are unknown)."""
+        if self.ranks is None:
+            return None
+        return len({r // gpus_per_node for r in self.ranks}) > 1
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveInfo:
+    """What a collective node communicates.
+
+    Byte counts are per rank and padded to the largest rank's shard, so they are the same
+    on every rank. ``in_bytes`` is what this rank contributes, ``out_bytes`` what it
+    receives. ``in_place`` collectives write their result into their input's storage.
+    """
+
+    type: str
+    group: str
+    reduce_op: str | None = None
+    in_bytes: int = 0
+    out_bytes: int = 0
+    coalesced: bool = False
+    in_place: bool = False
+
+    @property
+    def bytes(self) -> int:
+        """The message size the cost models use: the larger of input and output."""
+        return max(self.in_bytes, self.out_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A reference to another node's value inside ``Node.args`` / ``Node.kwargs``."""
+
+    index: int
+
+
+@dataclass(slots=True)
+class Node:
+    """One operation of the graph.
+
+    ``inputs`` are the data predecessors (unique indices, in first-use order); ``args`` and
+    ``kwargs`` keep the full call with :class:`Ref` for node values so generated code can
+    call the op. ``alias_of`` names the input whose storage this node's output shares (views,
+    in-place ops, waits); ``mutates`` the inputs whose storage it writes. ``side_effect``
+    marks an ordering barrier (send/recv, RNG, unknown or mutable schemas).
+    """
+
+    index: int
+    name: str
+    kind: NodeKind
+    op: str
+    inputs: tuple[int, ...] = ()
+    outputs: tuple[TensorMeta, ...] = ()
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    collective: CollectiveInfo | None = None
+    wait_of: int | None = None
+    alias_of: int | None = None
+    mutates: tuple[int, ...] = ()
+    side_effect: bool = False
+    duration_us: float | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of all tensors this node produces (local shapes)."""
+        return sum(t.nbytes for t in self.outputs)
+
+    @property
+    def padded_nbytes(self) -> int:
+        """Bytes of all tensors this node produces, padded to the largest rank's shard."""
+        return sum(t.padded_nbytes for t in self.outputs)
+
+
+class Graph:
+    """A graph: nodes in original order plus process groups and derived edge arrays.
+
+    Build one with :meth:`Graph.build` (or a loader); it validates the structure and
+    computes ordering edges. Nodes must not be mutated afterwards.
+    """
+
+    def __init__(
+        self,
+        nodes: list[Node],
+        groups: dict[str, ProcessGroup],
+        *,
+        name: str = "graph",
+        source_format: str = "json",
+        source_path: str | None = None,
+        world_size: int | None = None,
+        mesh: dict[str, int] | None = None,
+        meta: dict[str, Any] | None = None,
+        payload: Any = None,
+    ) -> None:
+        self.nodes = nodes
+        self.groups = groups
+        self.name = name
+        self.source_format = source_format
+        self.source_path = source_path
+        self.world_size = world_size
+        self.mesh = mesh
+        self.meta = meta or {}
+        #: Format-specific object kept for writing back (an ExportedProgram for .pt2).
+        self.payload = payload
+        self.index_of: dict[str, int] = {n.name: n.index for n in nodes}
+        self.storage_root: list[int] = []
+        self.ordering_edges: list[tuple[int, int]] = []
+        self._pred_ptr = array("l")
+        self._pred_idx = array("l")
+        self._succ_ptr = array("l")
+        self._succ_idx = array("l")
+        self._waits_of: dict[int, tuple[int, ...]] = {}
+        self._derive()
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def build(cls, nodes: list[Node], groups: dict[str, ProcessGroup], **kw: Any) -> Graph:
+        """Validate ``nodes`` (see :func:`commopt.ir.validate.validate_nodes`) and build."""
+        from commopt.ir.validate import validate_nodes
+
+        validate_nodes(nodes, groups, file=kw.get("source_path"))
+        return cls(nodes, groups, **kw)
+
+    def _derive(self) -> None:
+        nodes = self.nodes
+        n = len(nodes)
+        root = list(range(n))
+        for node in nodes:
+            if node.alias_of is not None:
+                root[node.index] = root[node.alias_of]
+        self.storage_root = root
+        waits_of: dict[int, list[int]] = {}
+        for node in nodes:
+            if node.wait_of is not None:
+                waits_of.setdefault(node.wait_of, []).append(node.index)
+        self._waits_of = {c: tuple(ws) for c, ws in waits_of.items()}
+        edges = _ordering_edges(nodes, root, self._waits_of)
+        self.ordering_edges = edges
+        preds: list[list[int]] = [list(node.inputs) for node in nodes]
+        for a, b in edges:
+            preds[b].append(a)
+        self._pred_ptr, self._pred_idx = _csr(preds, dedupe=True)
+        succs: list[list[int]] = [[] for _ in range(n)]
+        for b in range(n):
+            s, e = self._pred_ptr[b], self._pred_ptr[b + 1]
+            for k in range(s, e):
+                succs[self._pred_idx[k]].append(b)
+        self._succ_ptr, self._succ_idx = _csr(succs, dedupe=False)
+
+    # ------------------------------------------------------------------ queries
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self):
+        return iter(self.nodes)
+
+    def node(self, name: str) -> Node:
+        """The node called ``name`` (KeyError when absent)."""
+        return self.nodes[self.index_of[name]]
+
+    def preds(self, i: int) -> Sequence[int]:
+        """Indices node ``i`` must follow: its data inputs and ordering predecessors."""
+        return self._pred_idx[self._pred_ptr[i] : self._pred_ptr[i + 1]]
+
+    def succs(self, i: int) -> Sequence[int]:
+        """Indices that must follow node ``i`` (data users and ordering successors)."""
+        return self._succ_idx[self._succ_ptr[i] : self._succ_ptr[i + 1]]
+
+    def users(self, i: int) -> list[int]:
+        """Nodes that take node ``i``'s value as a data input."""
+        return [j for j in self.succs(i) if i in self.nodes[j].inputs]
+
+    def pred_arrays(self) -> tuple[array, array]:
+        """The CSR arrays (ptr, idx) of all predecessors, for hot loops."""
+        return self._pred_ptr, self._pred_idx
+
+    def succ_arrays(self) -> tuple[array, array]:
+        """The CSR arrays (ptr, idx) of all successors, for hot loops."""
+        return self._succ_ptr, self._succ_idx
+
+    @property
+    def original_order(self) -> list[int]:
+        """The order the nodes came in: ``[0, 1, ..., n-1]``."""
+        return list(range(len(self.nodes)))
+
+    def collectives(self) -> list[int]:
+        """Indices of collective nodes in original order."""
+        return [n.index for n in self.nodes if n.kind is NodeKind.COLLECTIVE]
+
+    def waits(self) -> list[int]:
+        """Indices of wait nodes in original order."""
+        return [n.index for n in self.nodes if n.kind is NodeKind.WAIT]
+
+    def waits_of(self, collective: int) -> tuple[int, ...]:
+        """The waits completing ``collective`` (one, or one per tensor when coalesced)."""
+        return self._waits_of.get(collective, ())
+
+    def reordered(self, order: Iterable[int]) -> list[Node]:
+        """The nodes in ``order`` (a permutation of indices)."""
+        return [self.nodes[i] for i in order]
+
+
+def _csr(lists: list[list[int]], *, dedupe: bool) -> tuple[array, array]:
+    ptr = array("l", [0])
+    idx = array("l")
+    for items in lists:
+        if dedupe and len(items) > 1:
+            items = sorted(set(items))
+        idx.extend(items)
+        ptr.append(len(idx))
+    return ptr, idx
+
+
+def _ordering_edges(
+    nodes: list[Node], root: list[int], waits_of: dict[int, tuple[int, ...]]
+) -> list[tuple[int, int]]:
+    """Edges no pass may break, beyond data edges.
+
+    - storage: a write to a storage stays after every earlier read and write of it and
+      before every later read; a collective reads its input until its wait, so a later
+      write also follows that wait;
+    - side effects: side-effecting nodes keep their relative order, and no collective or
+      wait crosses one;
+    - collectives of one process group keep their relative order (every rank must issue
+      them in the same order).
+    """
+    edges: list[tuple[int, int]] = []
+    last_writer: dict[int, int] = {}
+    readers_since_write: dict[int, list[int]] = {}
+    # waits of collectives that read a storage, pending until a later write
+    inflight_readers: dict[int, list[int]] = {}
+    last_barrier: int | None = None
+    comm_since_barrier: list[int] = []
+    last_coll_in_group: dict[str, int] = {}
+    for node in nodes:
+        i = node.index
+        if node.kind is NodeKind.VIEW:
+            continue
+        read_roots = {root[j] for j in node.inputs}
+        write_roots = {root[j] for j in node.mutates}
+        for r in read_roots:
+            w = last_writer.get(r)
+            if w is not None and w != i:
+                edges.append((w, i))
+            readers_since_write.setdefault(r, []).append(i)
+            if node.kind is NodeKind.COLLECTIVE and i in waits_of:
+                inflight_readers.setdefault(r, []).extend(waits_of[i])
+        for r in write_roots:
+            for rd in readers_since_write.get(r, ()):
+                if rd != i:
+                    edges.append((rd, i))
+            pending = inflight_readers.pop(r, [])
+            for wt in pending:
+                if wt < i:
+                    edges.append((wt, i))
+            w = last_writer.get(r)
+            if w is not None and w != i:
+                edges.append((w, i))
+            last_writer[r] = i
+            readers_since_write[r] = []
+        if node.side_effect:
+            if last_barrier is not None:
+                edges.append((last_barrier, i))
+            for c in comm_since_barrier:
+                edges.append((c, i))
+            comm_since_barrier = []
+            last_barrier = i
+        elif node.kind in (NodeKind.COLLECTIVE, NodeKind.WAIT):
+            if last_barrier is not None:
+                edges.append((last_barrier, i))
+            comm_since_barrier.append(i)
+        if node.kind is NodeKind.COLLECTIVE and node.collective is not None:
+            g = node.collective.group
+            prev = last_coll_in_group.get(g)
+            if prev is not None:
+                edges.append((prev, i))
+            last_coll_in_group[g] = i
+    return edges

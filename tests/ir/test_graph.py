@@ -1,0 +1,67 @@
+"""The IR's derived structure: ordering edges, storage roots, validation errors."""
+
+import pytest
+
+from commopt.errors import GraphError
+from commopt.ir.builder import GraphBuilder
+from commopt.ir.graph import NodeKind
+
+
+def _tiny():
+    b = GraphBuilder(world_size=2)
+    b.group("0", ranks=[0, 1])
+    x = b.input("x", (4, 8))
+    y = b.compute("y", "aten.relu.default", [x], (4, 8))
+    c = b.collective("ar", "all_reduce", "0", y)
+    z = b.compute("z", "aten.add_.Tensor", [y], (4, 8), mutates=[y], alias_of=y)
+    w = b.wait("ar_wait", c)
+    b.output([w, z])
+    return b.build()
+
+
+def test_write_to_collective_input_waits_for_the_wait():
+    g = _tiny()
+    ar, z, wt = g.index_of["ar"], g.index_of["z"], g.index_of["ar_wait"]
+    # the in-place add writes y, which the all_reduce reads until its wait; the original order
+    # has the write before the wait (a racy input), so only the issue-order edge is kept.
+    assert ar in g.preds(z)
+    assert (wt, z) not in g.ordering_edges
+    assert g.storage_root[z] == g.index_of["y"]
+    assert g.storage_root[wt] == ar
+    assert g.waits_of(ar) == (wt,)
+
+
+def test_collectives_of_one_group_are_chained():
+    b = GraphBuilder(world_size=2)
+    b.group("0", ranks=[0, 1])
+    x = b.input("x", (4,))
+    c1 = b.collective("c1", "all_reduce", "0", x)
+    c2 = b.collective("c2", "all_reduce", "0", x)
+    b.wait("w1", c1)
+    b.wait("w2", c2)
+    g = b.build()
+    assert (c1, c2) in g.ordering_edges
+
+
+def test_side_effect_is_a_barrier_for_collectives():
+    b = GraphBuilder(world_size=2)
+    b.group("0", ranks=[0, 1])
+    x = b.input("x", (4,))
+    c1 = b.collective("c1", "all_reduce", "0", x)
+    w1 = b.wait("w1", c1)
+    bar = b.compute("rng", "aten.rand.default", [], (4,), side_effect=True)
+    c2 = b.collective("c2", "all_reduce", "0", x)
+    b.wait("w2", c2)
+    g = b.build()
+    assert (c1, bar) in g.ordering_edges and (w1, bar) in g.ordering_edges
+    assert (bar, c2) in g.ordering_edges
+    assert g.nodes[bar].kind is NodeKind.COMPUTE
+
+
+def test_unwaited_collective_is_rejected():
+    b = GraphBuilder(world_size=2)
+    b.group("0", ranks=[0, 1])
+    x = b.input("x", (4,))
+    b.collective("c1", "all_reduce", "0", x)
+    with pytest.raises(GraphError, match="never waited"):
+        b.build()
