@@ -1,0 +1,47 @@
+"""commopt configuration: ``[tool.commopt]`` in pyproject.toml, or a ``commopt.toml`` file.
+
+Every key is optional; command-line flags override file values, file values override the
+built-in defaults. ``commopt config`` shows the effective values and where each came from.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ConfigFile(BaseModel):
+    """The keys a configuration file may set (unknown keys are an error)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    passes: str | None = Field(None, description="comma-separated pass pipeline")
+    estimator: str | None = Field(None, description="estimator spec, e.g. 'profile,analytical'")
+    hardware: str | None = Field(None, description="hardware preset name or JSON file")
+    gpus_per_node: int | None = Field(None, ge=1)
+    profile: str | None = Field(None, description="calibrated profile JSON or Kineto trace")
+    table: str | None = Field(None, description="JSON/CSV duration table")
+    max_memory_increase: float | None = Field(None, ge=0)
+    allow_cross_group_reorder: bool | None = None
+    align: int | None = Field(None, ge=1)
+    comm_buffers: str | None = None
+    max_exposed_comm_us: float | None = Field(None, ge=0)
+    min_overlap: float | None = Field(None, ge=0, le=1)
+    max_peak_memory: int | None = Field(None, ge=0)
+    max_regression: float | None = Field(None, ge=0, description="percent")
+
+
+class EffectiveSetting(BaseModel):
+    """One setting's value and where it came from ('default', a file path, 'command line')."""
+
+    value: str | int | float | bool | None
+    source: str
+
+
+class EffectiveConfig(BaseModel):
+    """JSON output of ``commopt config``."""
+
+    config_file: str | None
+    settings: dict[str, EffectiveSetting]
+
+
+ROOT_MODEL = ConfigFile
