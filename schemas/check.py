@@ -1,0 +1,41 @@
+"""JSON output of ``commopt check``: the verdict and every individual check."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class CheckMetrics(BaseModel):
+    """The simulated numbers a check compares (estimates, from the estimator named)."""
+
+    makespan_us: float
+    exposed_comm_us: float
+    overlap_ratio: float = Field(ge=0, le=1)
+    peak_memory_bytes: int
+    lower_bound_us: float | None = None
+
+
+class CheckOutcome(BaseModel):
+    """One threshold or baseline comparison."""
+
+    name: str = Field(description="e.g. 'max-exposed-comm-us', 'regression:exposed_comm_us'")
+    value: float
+    limit: float
+    passed: bool
+    message: str
+
+
+class CheckResult(BaseModel):
+    """Whether the graph passed, the one-line verdict, and the checks behind it."""
+
+    graph: str
+    passed: bool
+    verdict: str
+    estimator: str
+    optimized: bool = Field(description="metrics are for commopt's order (False: the file's order)")
+    metrics: CheckMetrics
+    baseline: CheckMetrics | None = None
+    checks: list[CheckOutcome]
+
+
+ROOT_MODEL = CheckResult
