@@ -1,0 +1,20 @@
+"""The overlap simulator: turns an order plus per-node durations into a timeline.
+
+``simulate(graph, order, durations_us) -> SimResult`` and ``peak_memory(graph, order)``, the
+one implementation of live-memory accounting along an order.
+"""
+
+from commopt.sim.engine import critical_path_us, simulate
+from commopt.sim.memory import peak_memory
+from commopt.sim.result import COMPUTE_LANE, CollectiveTiming, SimEvent, SimResult, comm_lane
+
+__all__ = [
+    "COMPUTE_LANE",
+    "CollectiveTiming",
+    "SimEvent",
+    "SimResult",
+    "comm_lane",
+    "critical_path_us",
+    "peak_memory",
+    "simulate",
+]

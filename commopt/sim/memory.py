@@ -1,0 +1,112 @@
+"""Live tensor memory along an order: the one implementation every pass and report uses.
+
+Accounting rules (also in ``docs/estimators.md``):
+
+- a node that owns a storage (it is its own storage root and produces tensors) allocates its
+  local tensor bytes (:attr:`TensorMeta.nbytes`) when it runs; a collective allocates its
+  output when it is *issued*;
+- views, waits, in-place ops (anything with ``alias_of``) and the output node allocate nothing;
+- a storage is freed right after the last node that uses any alias of it; a collective keeps
+  reading its inputs until its wait, so its inputs live at least until its last wait;
+- graph inputs (parameters, buffers, user inputs) are live from the start and never freed:
+  the caller owns them, freeing them inside the step would not return memory.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+
+from commopt.ir.graph import Graph, NodeKind
+
+_NO_ALLOC = (NodeKind.VIEW, NodeKind.WAIT, NodeKind.OUTPUT)
+
+
+def effective_roots(graph: Graph) -> list[int]:
+    """Storage root per node, also for views and waits a loader left without ``alias_of``."""
+    root = list(graph.storage_root)
+    for node in graph.nodes:
+        i = node.index
+        if root[i] != i:
+            continue
+        if node.kind is NodeKind.WAIT and node.wait_of is not None:
+            root[i] = root[node.wait_of]
+        elif node.kind is NodeKind.VIEW and node.inputs:
+            root[i] = root[node.inputs[0]]
+    return root
+
+
+def allocation_bytes(graph: Graph, roots: Sequence[int] | None = None) -> list[int]:
+    """Bytes each node allocates when it runs (0 for aliases, views, waits, the output)."""
+    roots = effective_roots(graph) if roots is None else roots
+    sizes = [0] * len(graph.nodes)
+    for node in graph.nodes:
+        i = node.index
+        if roots[i] == i and node.kind not in _NO_ALLOC and node.outputs:
+            sizes[i] = node.nbytes
+    return sizes
+
+
+def positions(order: Sequence[int], n: int) -> list[int]:
+    """``pos[i]`` = the position of node ``i`` in ``order`` (a permutation of ``range(n)``)."""
+    if len(order) != n:
+        raise ValueError(f"order has {len(order)} entries, the graph has {n} nodes")
+    pos = [-1] * n
+    for k, i in enumerate(order):
+        if pos[i] != -1:
+            raise ValueError(f"node index {i} appears twice in the order")
+        pos[i] = k
+    return pos
+
+
+def peak_memory(graph: Graph, order: Sequence[int]) -> tuple[int, array]:
+    """Peak live tensor bytes along ``order`` and the live bytes at each step.
+
+    ``curve[k]`` is the live bytes while ``order[k]`` runs: everything allocated so far and not
+    yet freed, including the node's own outputs and its inputs (so the peak counts a node's
+    inputs and outputs together). Storage freed after step ``k`` drops out from ``curve[k+1]``.
+    Returns ``(peak_bytes, curve)``; the peak is at least the bytes of the graph inputs.
+    """
+    nodes = graph.nodes
+    n = len(nodes)
+    pos = positions(order, n)
+    roots = effective_roots(graph)
+    sizes = allocation_bytes(graph, roots)
+    last = pos[:]  # last position at which each storage root is used
+    for node in nodes:
+        i = node.index
+        p_i = pos[i]
+        ins = node.inputs
+        for p in ins:
+            r = roots[p]
+            if last[r] < p_i:
+                last[r] = p_i
+        if node.kind is NodeKind.COLLECTIVE and ins:
+            for w in graph.waits_of(i):
+                p_w = pos[w]
+                for p in ins:
+                    r = roots[p]
+                    if last[r] < p_w:
+                        last[r] = p_w
+    freed = [0] * n
+    live = 0
+    for node in nodes:
+        i = node.index
+        s = sizes[i]
+        if not s:
+            continue
+        if node.kind is NodeKind.INPUT:
+            live += s
+        else:
+            freed[last[i]] += s
+    curve = array("q", bytes(8 * n))
+    peak = live
+    for k in range(n):
+        i = order[k]
+        if nodes[i].kind is not NodeKind.INPUT:
+            live += sizes[i]
+        curve[k] = live
+        if live > peak:
+            peak = live
+        live -= freed[k]
+    return peak, curve
