@@ -1,0 +1,27 @@
+"""Persistent communication buffers: plan one arena per process group, and check a plan.
+
+- :func:`plan_buffers` (graph, order) -> :class:`~commopt.schemas.buffer_plan.BufferPlan`
+- :func:`validate_plan` (graph, order, plan) -> list of problems (empty: valid)
+- :func:`compare_plans` what a reordering costs in arena bytes versus the original order
+"""
+
+from commopt.buffers.digest import order_digest, plan_digest
+from commopt.buffers.lifetimes import BufferSpec, collect_buffers, parse_collective_types
+from commopt.buffers.planner import (
+    DEFAULT_ALIGN_BYTES,
+    align_up,
+    compare_plans,
+    plan_buffers,
+)
+
+__all__ = [
+    "DEFAULT_ALIGN_BYTES",
+    "BufferSpec",
+    "align_up",
+    "collect_buffers",
+    "compare_plans",
+    "order_digest",
+    "parse_collective_types",
+    "plan_buffers",
+    "plan_digest",
+]

@@ -1,0 +1,33 @@
+"""Digests that every rank and every process compute identically."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+
+from commopt.ir.graph import Graph
+from commopt.schemas.buffer_plan import BufferPlan
+
+
+def canonical_json(data: object) -> bytes:
+    """Canonical JSON bytes: sorted keys, no whitespace, ASCII only."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def plan_digest(plan: BufferPlan) -> str:
+    """sha256 (hex) of the canonical JSON of ``plan`` without its ``digest`` field.
+
+    The plan holds only ints, strings, bools and lists in a fixed order, so the digest does
+    not depend on the process, the platform or ``PYTHONHASHSEED``.
+    """
+    return hashlib.sha256(canonical_json(plan.model_dump(mode="json", exclude={"digest"}))).hexdigest()
+
+
+def order_digest(graph: Graph, order: Sequence[int]) -> str:
+    """sha256 (hex) of the node names in ``order``, one per line: identifies the planned order."""
+    h = hashlib.sha256()
+    for i in order:
+        h.update(graph.nodes[i].name.encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
