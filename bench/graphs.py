@@ -471,7 +471,7 @@ def stacked_graph_module(target_nodes: int, *, hidden: int = 1024, tokens: int =
     g = x
     outputs = [g]
     for i in reversed(range(layers)):
-        env = {bph[0]: g, **{p: v for p, v in zip(bph[1:5], saved[i])},
+        env = {bph[0]: g, **{p: v for p, v in zip(bph[1:5], saved[i], strict=True)},
                bph[5]: weights[i][0], bph[6]: weights[i][1]}
         out = graph.graph_copy(bg, env)
         g, gw1, gw2 = out
