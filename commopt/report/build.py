@@ -1,0 +1,266 @@
+"""Build the :class:`~commopt.schemas.report.OverlapReport` every renderer reads.
+
+``build_report`` simulates (or takes the simulations of) the order before and after a
+reorder, turns them into lanes of events, collective timings and a memory curve, and
+explains the most exposed collectives of the final schedule. Renderers never look at the
+graph again: the report is the whole picture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from commopt.errors import GraphError
+from commopt.ir.graph import Graph, NodeKind
+from commopt.report.explain import explain_exposed
+from commopt.schemas.report import (
+    CollectiveReport,
+    GroupInfo,
+    LaneInfo,
+    MemoryPoint,
+    NodeInfo,
+    OverlapReport,
+    ReportEvent,
+    ScheduleReport,
+)
+from commopt.sim.result import COMPUTE_LANE, SimResult, comm_lane
+
+#: The memory curve keeps at most this many points (each bucket keeps its peak).
+MEMORY_POINTS = 4096
+#: Collectives whose exposure is explained, worst first.
+TOP_EXPOSED = 10
+
+_HIDDEN_KINDS = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW)
+
+
+def build_report(
+    graph: Graph,
+    before_order: Sequence[int],
+    after_order: Sequence[int] | None,
+    durations_us: Sequence[float],
+    *,
+    estimator_name: str,
+    before_sim: SimResult | None = None,
+    after_sim: SimResult | None = None,
+    top: int = TOP_EXPOSED,
+    memory_budget_bytes: int | None = None,
+    notes: Sequence[str] = (),
+) -> OverlapReport:
+    """The overlap report of ``graph`` in ``before_order`` and, when given, ``after_order``.
+
+    ``durations_us`` holds one estimate per node (from the estimator chain named
+    ``estimator_name``). Simulations are run with :func:`commopt.sim.simulate` unless passed
+    in (the optimize command already has them). ``top`` collectives of the final schedule,
+    most exposed first, get reasons (:mod:`commopt.report.explain`).
+    """
+    n = len(graph)
+    if len(durations_us) != n:
+        raise ValueError(f"durations_us has {len(durations_us)} entries for {n} nodes")
+    _check_order(graph, before_order, "before_order")
+    if after_order is not None:
+        _check_order(graph, after_order, "after_order")
+    if before_sim is None:
+        before_sim = _simulate(graph, before_order, durations_us)
+    if after_order is not None and after_sim is None:
+        after_sim = _simulate(graph, after_order, durations_us)
+    before = _schedule(graph, before_order, before_sim, "before")
+    after = _schedule(graph, after_order, after_sim, "after") if after_order is not None else None
+    final, final_order, final_sim = (
+        (after, after_order, after_sim) if after is not None else (before, before_order, before_sim)
+    )
+    top_names = _explain_top(graph, final, final_order, final_sim, durations_us, top,
+                             memory_budget_bytes)
+    used: set[str] = {e.node for e in before.events} | {c.node for c in before.collectives}
+    if after is not None:
+        used |= {e.node for e in after.events} | {c.node for c in after.collectives}
+    infos = [_node_info(graph, node.index, durations_us) for node in graph.nodes if node.name in used]
+    return OverlapReport(
+        graph=graph.name,
+        source=graph.source_path,
+        node_count=n,
+        world_size=graph.world_size,
+        estimator=estimator_name,
+        groups=[
+            GroupInfo(name=g.name, size=g.size, ranks=list(g.ranks) if g.ranks is not None else None)
+            for g in sorted(graph.groups.values(), key=lambda g: g.name)
+        ],
+        nodes=infos,
+        before=before,
+        after=after,
+        top_exposed=top_names,
+        notes=list(notes),
+    )
+
+
+def match_order(graph: Graph, reordered: Graph, *, file: str | None = None) -> list[int]:
+    """The order of ``graph``'s nodes as they appear in ``reordered`` (matched by name).
+
+    Both graphs must hold the same node names; anything else is a user error naming the
+    first node that does not match.
+    """
+    order: list[int] = []
+    seen = bytearray(len(graph))
+    for node in reordered.nodes:
+        i = graph.index_of.get(node.name)
+        if i is None:
+            raise GraphError("node is not in the original graph", file=file, node=node.name)
+        if graph.nodes[i].op != node.op:
+            raise GraphError(
+                f"op {node.op!r} differs from the original's {graph.nodes[i].op!r}",
+                file=file, node=node.name, field="op",
+            )
+        seen[i] = 1
+        order.append(i)
+    if len(order) != len(graph):
+        missing = next(nd.name for nd in graph.nodes if not seen[nd.index])
+        raise GraphError("node of the original graph is missing from the reordered one",
+                         file=file, node=missing)
+    return order
+
+
+def _check_order(graph: Graph, order: Sequence[int], what: str) -> None:
+    n = len(graph)
+    if len(order) != n or sorted(order) != list(range(n)):
+        raise ValueError(f"{what} is not a permutation of the graph's {n} node indices")
+
+
+def _simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) -> SimResult:
+    from commopt.sim import simulate
+
+    return simulate(graph, list(order), list(durations_us))
+
+
+def _node_info(graph: Graph, i: int, durations_us: Sequence[float]) -> NodeInfo:
+    node = graph.nodes[i]
+    coll = node.collective
+    group = None
+    ctype = None
+    if coll is not None:
+        group, ctype = coll.group, coll.type
+    elif node.wait_of is not None:
+        src = graph.nodes[node.wait_of].collective
+        if src is not None:
+            group, ctype = src.group, src.type
+    return NodeInfo(
+        name=node.name,
+        op=node.op,
+        kind=node.kind.label,
+        duration_us=0.0 if node.kind is NodeKind.WAIT else float(durations_us[i]),
+        bytes=coll.bytes if coll is not None else node.nbytes,
+        group=group,
+        collective_type=ctype,
+    )
+
+
+def _lane_key(lane: str) -> tuple[int, str]:
+    return (0, "") if lane == COMPUTE_LANE else (1, lane)
+
+
+def _schedule(graph: Graph, order: Sequence[int], sim: SimResult, label: str) -> ScheduleReport:
+    nodes = graph.nodes
+    pos = [0] * len(nodes)
+    for p, i in enumerate(order):
+        pos[i] = p
+    raw: list[tuple[str, float, int, float, str, bool]] = []
+    for ev in sim.events:
+        if nodes[ev.node].kind in _HIDDEN_KINDS:
+            continue
+        exposed = nodes[ev.node].kind is NodeKind.WAIT  # the compute stream idle in a wait
+        raw.append((ev.lane, ev.start_us, pos[ev.node], ev.end_us, nodes[ev.node].name, exposed))
+    colls: list[CollectiveReport] = []
+    for t in sorted(sim.collectives, key=lambda t: pos[t.node]):
+        node = nodes[t.node]
+        info = node.collective
+        waits = graph.waits_of(t.node)
+        wait = t.wait_node if t.wait_node is not None else (
+            min(waits, key=lambda w: pos[w]) if waits else None)
+        colls.append(CollectiveReport(
+            node=node.name,
+            group=t.group,
+            type=info.type if info is not None else "unknown",
+            bytes=info.bytes if info is not None else node.nbytes,
+            issue_step=pos[t.node],
+            wait_step=pos[wait] if wait is not None else None,
+            issue_us=t.issue_us,
+            start_us=t.start_us,
+            end_us=t.end_us,
+            wait=nodes[wait].name if wait is not None else None,
+            wait_start_us=t.wait_start_us,
+            exposed_us=t.exposed_us,
+        ))
+    raw.sort(key=lambda r: (_lane_key(r[0]), r[1], r[2]))
+    events: list[ReportEvent] = []
+    lane_names = [COMPUTE_LANE] + sorted(
+        {comm_lane(g) for g in graph.groups if any(c.group == g for c in colls)}
+        | {r[0] for r in raw if r[0] != COMPUTE_LANE}
+    )
+    stats: dict[str, list] = {name: [[], 0, 0.0] for name in lane_names}  # row ends, count, busy
+    for lane, start, step, end, name, exposed in raw:
+        row_ends, _, _ = st = stats[lane]
+        row = next((k for k, e in enumerate(row_ends) if e <= start + 1e-9), len(row_ends))
+        if row == len(row_ends):
+            row_ends.append(end)
+        else:
+            row_ends[row] = end
+        st[1] += 1
+        if not exposed:
+            st[2] += end - start
+        events.append(ReportEvent(node=name, lane=lane, row=row, step=step, start_us=start,
+                                  end_us=end, exposed=exposed))
+    lanes = [
+        LaneInfo(name=name, group=None if name == COMPUTE_LANE else name.split(":", 1)[1],
+                 rows=max(1, len(stats[name][0])), events=stats[name][1], busy_us=stats[name][2])
+        for name in lane_names
+    ]
+    return ScheduleReport(
+        label=label,
+        makespan_us=sim.makespan_us,
+        total_compute_us=sim.total_compute_us,
+        total_comm_us=sim.total_comm_us,
+        comm_us_by_group=dict(sorted(sim.comm_us_by_group.items())),
+        exposed_comm_us=sim.exposed_comm_us,
+        overlap_ratio=sim.overlap_ratio,
+        lower_bound_us=sim.lower_bound_us,
+        critical_path_us=sim.critical_path_us,
+        peak_memory_bytes=sim.peak_memory_bytes,
+        lanes=lanes,
+        events=events,
+        collectives=colls,
+        memory_curve=[MemoryPoint(time_us=t, live_bytes=b)
+                      for t, b in downsample_peaks(sim.memory_curve, MEMORY_POINTS)],
+    )
+
+
+def downsample_peaks(points: Sequence[tuple[float, int]], limit: int) -> list[tuple[float, int]]:
+    """At most ``limit`` points of a step curve: the first, the last and each bucket's peak."""
+    if len(points) <= limit:
+        return list(points)
+    inner = limit - 2
+    out = [points[0]]
+    n = len(points) - 2
+    for b in range(inner):
+        lo = 1 + b * n // inner
+        hi = 1 + (b + 1) * n // inner
+        if hi > lo:
+            out.append(max(points[lo:hi], key=lambda p: p[1]))
+    out.append(points[-1])
+    return out
+
+
+def _explain_top(graph: Graph, final: ScheduleReport, order: Sequence[int], sim: SimResult,
+                 durations_us: Sequence[float], top: int, budget: int | None) -> list[str]:
+    exposed = [c for c in final.collectives if c.exposed_us > 0]
+    exposed.sort(key=lambda c: (-c.exposed_us, c.issue_step))
+    chosen = exposed[:top]
+    timing_of = {t.node: t for t in sim.collectives}
+    for c in chosen:
+        t = timing_of[graph.index_of[c.node]]
+        c.reasons = explain_exposed(graph, order, durations_us, t, sim, memory_budget_bytes=budget)
+    return [c.node for c in chosen]
+
+
+def write_json(report: OverlapReport, path) -> None:
+    """Write the report as indented JSON (the ``OverlapReport`` schema), atomically."""
+    from commopt.io import atomic
+
+    atomic.write_text(path, report.model_dump_json(indent=2) + "\n")

@@ -1,0 +1,190 @@
+"""Why a collective stays exposed, derived from the graph and the simulated schedule.
+
+For collective ``c`` with wait ``w``, the compute that could run while ``c`` is in flight is
+every compute node that is neither an ancestor of ``c`` (it must run before the issue) nor a
+descendant of ``w`` (it must run after the wait). The reasons, most specific first:
+
+- ``queued``: the group's stream was busy with earlier collectives after ``c`` was issued;
+- ``no_independent_compute``: all independent compute together is shorter than ``c``;
+- ``dependency``: enough independent compute exists, but the part that does not need a
+  later collective of the same group (which queues behind ``c``) is shorter than ``c``;
+- ``barrier``: a side-effecting node keeps the issue from moving earlier or the wait later;
+- ``memory_budget``: issuing ``c`` as soon as its inputs are ready would exceed the budget;
+- ``schedule``: none of the above; the order simply runs too little compute in the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from commopt.ir.graph import Graph, NodeKind
+from commopt.schemas.report import Reason
+from commopt.sim.result import CollectiveTiming, SimResult
+
+#: Queueing counts as a reason when it is at least this share of the exposed time.
+QUEUED_SHARE = 0.25
+
+
+def _reach(start: Sequence[int], ptr, idx, n: int) -> bytearray:
+    """Marks of every node reachable from ``start`` (exclusive) along the CSR arrays."""
+    seen = bytearray(n)
+    stack = []
+    for s in start:
+        for k in range(ptr[s], ptr[s + 1]):
+            j = idx[k]
+            if not seen[j]:
+                seen[j] = 1
+                stack.append(j)
+    while stack:
+        i = stack.pop()
+        for k in range(ptr[i], ptr[i + 1]):
+            j = idx[k]
+            if not seen[j]:
+                seen[j] = 1
+                stack.append(j)
+    return seen
+
+
+def _us(x: float) -> str:
+    return f"{x:,.1f} us"
+
+
+def explain_exposed(
+    graph: Graph,
+    order: Sequence[int],
+    durations_us: Sequence[float],
+    timing: CollectiveTiming,
+    sim: SimResult,
+    *,
+    memory_budget_bytes: int | None = None,
+) -> list[Reason]:
+    """The reasons collective ``timing.node`` is exposed in ``order``, primary reason first.
+
+    At most two reasons: ``queued`` when it applies, then the first of the others that
+    holds. Costs a few graph traversals, so callers explain only the most exposed ones.
+    """
+    reasons: list[Reason] = []
+    nodes = graph.nodes
+    n = len(nodes)
+    c = timing.node
+    group = timing.group
+    coll_us = max(timing.end_us - timing.start_us, durations_us[c])
+    queued_us = timing.start_us - timing.issue_us
+    if queued_us > 0 and queued_us >= QUEUED_SHARE * timing.exposed_us:
+        reasons.append(Reason(
+            code="queued",
+            text=f"waited {_us(queued_us)} behind earlier collectives on group {group!r} "
+                 "before it could start",
+        ))
+    pos = [0] * n
+    for p, i in enumerate(order):
+        pos[i] = p
+    waits = graph.waits_of(c)
+    pred_ptr, pred_idx = graph.pred_arrays()
+    succ_ptr, succ_idx = graph.succ_arrays()
+    before = _reach([c], pred_ptr, pred_idx, n)
+    after = _reach(list(waits), succ_ptr, succ_idx, n)
+    for wt in waits:
+        after[wt] = 1
+    after[c] = 1
+    compute = NodeKind.COMPUTE
+    independent = [
+        i for i in range(n)
+        if nodes[i].kind is compute and not before[i] and not after[i]
+    ]
+    indep_us = sum(durations_us[i] for i in independent)
+    if indep_us < coll_us:
+        has_pred_compute = any(before[i] and nodes[i].kind is compute for i in range(n))
+        lead = ("nothing has to run before it and everything else needs its result: "
+                if not has_pred_compute else "")
+        reasons.append(Reason(
+            code="no_independent_compute",
+            text=f"{lead}only {_us(indep_us)} of compute is independent of it, "
+                 f"and it takes {_us(coll_us)}",
+        ))
+        return reasons
+    # compute that needs a later collective of the same group cannot finish before this one
+    # does: that collective queues behind it on the group's stream
+    later_waits = [
+        w for j in range(n)
+        if nodes[j].kind is NodeKind.COLLECTIVE and not before[j] and j != c
+        and nodes[j].collective is not None and nodes[j].collective.group == group
+        for w in graph.waits_of(j)
+    ]
+    blocked = _reach(later_waits, succ_ptr, succ_idx, n)
+    free_us = sum(durations_us[i] for i in independent if not blocked[i])
+    if free_us < coll_us:
+        example = next((i for i in independent if blocked[i]), None)
+        eg = f" (e.g. {nodes[example].name!r})" if example is not None else ""
+        reasons.append(Reason(
+            code="dependency",
+            text=f"{_us(indep_us)} of compute is independent of it, but only {_us(free_us)} of "
+                 f"that does not wait on a later collective of group {group!r}, which queues "
+                 f"behind it{eg}",
+        ))
+        return reasons
+    barrier = _barrier(graph, order, pos, c, waits)
+    if barrier is not None:
+        reasons.append(Reason(code="barrier", text=barrier))
+        return reasons
+    if memory_budget_bytes is not None:
+        mem = _memory(graph, order, pos, c, timing, sim, memory_budget_bytes)
+        if mem is not None:
+            reasons.append(Reason(code="memory_budget", text=mem))
+            return reasons
+    lo = pos[c]
+    hi = max((pos[wt] for wt in waits), default=lo)
+    window_us = sum(durations_us[i] for i in order[lo + 1 : hi] if nodes[i].kind is compute)
+    if reasons and window_us >= coll_us:
+        return reasons  # the window would hide it: the queueing is the whole story
+    reasons.append(Reason(
+        code="schedule",
+        text=f"{_us(indep_us)} of independent compute exists, but this order runs only "
+             f"{_us(window_us)} between its issue and its wait; reordering can hide more",
+    ))
+    return reasons
+
+
+def _barrier(graph: Graph, order: Sequence[int], pos: list[int], c: int,
+             waits: Sequence[int]) -> str | None:
+    """A side-effecting node that pins the issue of ``c`` or its wait, described."""
+    nodes = graph.nodes
+    data_ready = max((pos[j] for j in nodes[c].inputs), default=-1)
+    for j in graph.preds(c):
+        if nodes[j].side_effect and pos[j] > data_ready:
+            return (f"side-effecting node {nodes[j].name!r} ({nodes[j].op}) comes after its inputs "
+                    "are ready, and a collective cannot be issued before it")
+    for wt in waits:
+        users = [u for u in graph.succs(wt) if wt in nodes[u].inputs]
+        first_use = min((pos[u] for u in users), default=len(order))
+        for j in graph.succs(wt):
+            if nodes[j].side_effect and pos[j] < first_use:
+                return (f"side-effecting node {nodes[j].name!r} ({nodes[j].op}) comes before the "
+                        "first use of its result, and a wait cannot move past it")
+    return None
+
+
+def _memory(graph: Graph, order: Sequence[int], pos: list[int], c: int,
+            timing: CollectiveTiming, sim: SimResult, budget_bytes: int) -> str | None:
+    """Whether issuing ``c`` when its inputs are ready would push live memory over budget."""
+    nodes = graph.nodes
+    preds = list(graph.preds(c))
+    if not preds:
+        ready_us = 0.0
+    else:
+        last = max(preds, key=lambda j: pos[j])
+        ends = [e.end_us for e in sim.events if e.node == last]
+        ready_us = max(ends) if ends else 0.0
+    if ready_us >= timing.issue_us:
+        return None
+    extra = nodes[c].padded_nbytes
+    peak = 0  # live bytes from ready_us to issue_us, starting with the value in effect
+    for t, b in sim.memory_curve:
+        if t > timing.issue_us:
+            break
+        peak = b if t < ready_us else max(peak, b)
+    if peak + extra > budget_bytes:
+        return (f"issuing it when its inputs are ready ({_us(ready_us)}) would hold "
+                f"{extra:,} more bytes while {peak:,} are live, over the "
+                f"{budget_bytes:,}-byte memory budget")
+    return None
