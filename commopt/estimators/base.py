@@ -1,0 +1,108 @@
+"""The estimator protocol and the chain that gives every node a duration.
+
+An estimator answers "how long does this node take?" in microseconds, or ``None`` to let the
+next estimator in the chain answer. A chain always ends with the analytical estimator, so
+every node gets a value. Rules the chain applies before asking any estimator:
+
+- inputs, outputs, views and waits take 0 (a wait's cost is the blocking the simulator
+  computes, not a kernel);
+- a node whose ``duration_us`` was given in the graph file keeps it: the file is the most
+  specific source there is (a measured or hand-set value for exactly this node).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol, runtime_checkable
+
+from commopt.errors import CommoptError
+from commopt.ir.graph import Graph, Node, NodeKind
+
+#: What :attr:`EstimatorChain.sources` records for the two rules above.
+ZERO_SOURCE = "zero"
+FILE_SOURCE = "graph file"
+
+_ZERO_KINDS = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW, NodeKind.WAIT)
+
+
+class EstimatorError(CommoptError):
+    """An estimator could not be built or failed on a node."""
+
+
+@runtime_checkable
+class Estimator(Protocol):
+    """Gives a node's duration in microseconds, or None to defer to the next estimator."""
+
+    name: str
+
+    def estimate(self, node: Node, graph: Graph) -> float | None:
+        """Duration of ``node`` in microseconds, or None when this estimator does not know."""
+        ...
+
+
+class EstimatorChain:
+    """Estimators asked in order; the first non-None answer wins.
+
+    ``notes`` collects what the estimators want the user to know (assumptions, fallbacks),
+    each once, in the order they came up.
+    """
+
+    def __init__(self, estimators: list[Estimator]) -> None:
+        if not estimators:
+            raise ValueError("an estimator chain needs at least one estimator")
+        self.estimators = list(estimators)
+        self.sources: list[str] = []
+
+    @property
+    def name(self) -> str:
+        """The chain as a spec, e.g. ``profile,analytical`` (what reports label numbers with)."""
+        return ",".join(e.name for e in self.estimators)
+
+    @property
+    def notes(self) -> list[str]:
+        """Notes of every estimator in the chain, deduplicated, in order."""
+        seen: dict[str, None] = {}
+        for e in self.estimators:
+            for note in getattr(e, "notes", ()) or ():
+                seen.setdefault(note, None)
+        return list(seen)
+
+    def estimate(self, node: Node, graph: Graph) -> tuple[float, str]:
+        """Duration of one node and the name of what gave it."""
+        if node.kind in _ZERO_KINDS:
+            return 0.0, ZERO_SOURCE
+        if node.duration_us is not None:
+            return float(node.duration_us), FILE_SOURCE
+        for est in self.estimators:
+            try:
+                value = est.estimate(node, graph)
+            except CommoptError:
+                raise
+            except Exception as exc:
+                raise EstimatorError(
+                    f"estimator {est.name!r} failed: {type(exc).__name__}: {exc}", node=node.name
+                ) from exc
+            if value is None:
+                continue
+            value = float(value)
+            if not (value >= 0.0 and math.isfinite(value)):
+                raise EstimatorError(
+                    f"estimator {est.name!r} returned {value!r}; durations are finite and >= 0",
+                    node=node.name,
+                )
+            return value, est.name
+        raise EstimatorError(
+            f"no estimator in the chain {self.name!r} gave a duration", node=node.name
+        )
+
+    def durations(self, graph: Graph) -> list[float]:
+        """Duration in microseconds of every node, indexed like ``graph.nodes``.
+
+        Also sets :attr:`sources`: which estimator (or rule) gave each node's value.
+        """
+        out = [0.0] * len(graph.nodes)
+        sources = [ZERO_SOURCE] * len(graph.nodes)
+        for node in graph.nodes:
+            out[node.index], sources[node.index] = self.estimate(node, graph)
+        self.sources = sources
+        return out
