@@ -1,0 +1,164 @@
+"""Helpers shared by the built-in passes: positions, the global collective chain, the
+demand-driven mover behind sink-waits and raise-comms, and the memory-budget search.
+
+Everything is linear in nodes plus edges (the budget search multiplies that by the few
+windows it tries); no pass keeps an ancestor set per collective.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+
+from commopt.ir.graph import Graph, NodeKind
+
+#: Window factors tried by the budget search, widest first; 0 keeps the input order.
+WINDOW_FACTORS: tuple[float, ...] = (math.inf, 16.0, 8.0, 4.0, 2.0, 1.0, 0.5, 0.0)
+
+
+def positions(order: Sequence[int], n: int) -> list[int]:
+    """``pos[i]`` = position of node ``i`` in ``order``."""
+    pos = [0] * n
+    for k, i in enumerate(order):
+        pos[i] = k
+    return pos
+
+
+def collective_chain(graph: Graph, order: Sequence[int], allow_cross_group: bool) -> dict[int, int]:
+    """Extra edges ``prev -> next`` between consecutive collectives of ``order`` (any group),
+    unless cross-group reordering is allowed (then ``{}``: same-group edges are in the graph)."""
+    if allow_cross_group:
+        return {}
+    nodes = graph.nodes
+    chain: dict[int, int] = {}
+    prev = -1
+    for i in order:
+        if nodes[i].kind is NodeKind.COLLECTIVE:
+            if prev >= 0:
+                chain[prev] = i
+            prev = i
+    return chain
+
+
+def demand_order(
+    seq: Sequence[int],
+    lazy: bytearray,
+    fence: bytearray,
+    preds: Callable[[int], Sequence[int]],
+    step_time_us: Sequence[float],
+    window_us: Sequence[float],
+) -> list[int]:
+    """Walk ``seq`` emitting non-lazy nodes in place and holding lazy ones back.
+
+    A held lazy node is emitted just before the first node that needs it (through
+    ``preds``, transitively through other held nodes), before any ``fence`` node, or before
+    the node that would take it more than ``window_us[i]`` of ``step_time_us`` away from
+    its place in ``seq``;
+    whatever is still held at the end comes last. ``seq`` must be a topological order for
+    ``preds``. With ``seq`` forward and waits lazy this sinks waits; on the reversed order
+    with successors as ``preds`` it raises collectives.
+    """
+    n = len(seq)
+    emitted = bytearray(n)
+    pos = positions(seq, n)
+    out: list[int] = []
+    held: list[int] = []  # lazy nodes in seq order
+    flushed = 0  # held[:flushed] are all emitted
+    heap: list[tuple[float, int]] = []
+
+    def emit(u: int) -> None:
+        stack = [u]
+        while stack:
+            v = stack[-1]
+            if emitted[v]:
+                stack.pop()
+                continue
+            todo = [p for p in preds(v) if not emitted[p]]
+            if todo:
+                todo.sort(key=lambda p: -pos[p])  # earliest first off the stack
+                stack.extend(todo)
+                continue
+            emitted[v] = 1
+            out.append(v)
+            stack.pop()
+
+    clock = 0.0
+    for u in seq:
+        if lazy[u]:
+            held.append(u)
+            w = window_us[u]
+            if w != math.inf:
+                heapq.heappush(heap, (clock + w, pos[u]))
+            continue
+        while heap and heap[0][0] < clock + step_time_us[u]:
+            _, k = heapq.heappop(heap)
+            emit(seq[k])
+        if fence[u]:
+            while flushed < len(held):
+                emit(held[flushed])
+                flushed += 1
+        emit(u)
+        clock += step_time_us[u]
+    for v in held:
+        emit(v)
+    return out
+
+
+def within_budget(graph: Graph, order: Sequence[int], budget_bytes: int | None) -> bool:
+    """Whether ``order``'s peak live memory (commopt.sim.peak_memory) fits the budget."""
+    if budget_bytes is None:
+        return True
+    from commopt.sim import peak_memory
+
+    return peak_memory(graph, order)[0] <= budget_bytes
+
+
+def widest_fitting(
+    graph: Graph,
+    order: Sequence[int],
+    budget_bytes: int | None,
+    build: Callable[[float], list[int]],
+) -> list[int]:
+    """The order ``build(factor)`` for the widest window factor that fits the memory budget.
+
+    Tries the unbounded window first (one evaluation when memory is no issue), then a
+    binary search over :data:`WINDOW_FACTORS` (peak memory grows with the window); falls
+    back to ``order`` when nothing fits.
+    """
+    first = build(WINDOW_FACTORS[0])
+    if within_budget(graph, first, budget_bytes):
+        return first
+    lo, hi = 1, len(WINDOW_FACTORS) - 1  # search the first fitting index in [lo, hi]
+    best: list[int] | None = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        cand = build(WINDOW_FACTORS[mid])
+        if within_budget(graph, cand, budget_bytes):
+            best, hi = cand, mid - 1
+        else:
+            lo = mid + 1
+    return best if best is not None else list(order)
+
+
+def zero_cost_view_mask(graph: Graph) -> bytearray:
+    """1 for nodes that never read data: views and metadata-only ops (no fake uses)."""
+    mask = bytearray(len(graph))
+    for node in graph.nodes:
+        if node.side_effect or node.mutates:
+            continue
+        if node.kind is NodeKind.VIEW or node.op in METADATA_OPS:
+            mask[node.index] = 1
+    return mask
+
+
+#: Compute-kind ops that only read metadata or alias: they are not real uses of a value.
+METADATA_OPS = frozenset({
+    "aten.detach.default",
+    "aten.alias.default",
+    "aten.lift_fresh.default",
+    "aten.sym_size.int",
+    "aten.sym_numel.default",
+    "aten.sym_stride.int",
+    "aten.sym_storage_offset.default",
+})

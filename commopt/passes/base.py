@@ -1,0 +1,95 @@
+"""What a pass is and what it is given.
+
+A pass is a small frozen dataclass: a ``name`` class attribute and its options as fields.
+``run(graph, order, ctx)`` returns a new order (a permutation of node indices) and never
+mutates the graph, the order it was given or the context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from commopt.errors import OptionError
+from commopt.ir.graph import Graph
+
+#: Default ``max_memory_increase``: a reordered graph may use at most 10% more peak live
+#: memory than the original order. Conservative: one prefetched FSDP layer (a weight
+#: all-gathered one layer ahead) fits in a training step whose peak is activations, while
+#: raising every all-gather to the top does not.
+DEFAULT_MAX_MEMORY_INCREASE = 0.10
+
+#: The default pipeline. ``compute-overlap`` alone is a list scheduler that already issues
+#: collectives early and waits late within the memory budget; running ``sink-waits`` first
+#: hands it an order whose tie-breaks already favour late waits, and measured on the samples
+#: and synthetic stacks (BENCHMARKS.md, bench_passes) the pipeline below is never worse than
+#: any single pass. See :mod:`commopt.passes.compute_overlap`.
+DEFAULT_PIPELINE: tuple[str, ...] = ("sink-waits", "raise-comms", "compute-overlap")
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """Everything a pass may use besides the graph and the order.
+
+    - ``durations_us``: estimated duration of every node (rank-independent);
+    - ``memory_budget_bytes``: the peak live memory no pass may exceed (None: no budget),
+      normally ``(1 + max_memory_increase) * peak of the original order``;
+    - ``allow_cross_group_reorder``: collectives of different groups may change their
+      relative order (same-group order is always kept);
+    - ``options``: free-form options for plug-in passes.
+    """
+
+    durations_us: Sequence[float]
+    memory_budget_bytes: int | None = None
+    max_memory_increase: float = DEFAULT_MAX_MEMORY_INCREASE
+    allow_cross_group_reorder: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def for_graph(
+        cls,
+        graph: Graph,
+        durations_us: Sequence[float],
+        *,
+        max_memory_increase: float = DEFAULT_MAX_MEMORY_INCREASE,
+        allow_cross_group_reorder: bool = False,
+        original_order: Sequence[int] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> PassContext:
+        """A context whose budget is ``(1 + max_memory_increase)`` x the original peak."""
+        from commopt.sim import peak_memory
+
+        check_max_memory_increase(max_memory_increase)
+        if len(durations_us) != len(graph):
+            raise OptionError(f"{len(durations_us)} durations for a graph of {len(graph)} nodes",
+                              field="durations_us")
+        order = graph.original_order if original_order is None else list(original_order)
+        peak, _ = peak_memory(graph, order)
+        return cls(
+            durations_us=tuple(float(d) for d in durations_us),
+            memory_budget_bytes=int(peak * (1.0 + max_memory_increase)),
+            max_memory_increase=max_memory_increase,
+            allow_cross_group_reorder=allow_cross_group_reorder,
+            options=dict(options or {}),
+        )
+
+
+def check_max_memory_increase(value: float) -> None:
+    """Raise :class:`OptionError` unless ``0 <= value <= 100`` (a fraction, not percent)."""
+    if not (isinstance(value, (int, float)) and 0.0 <= float(value) <= 100.0):
+        raise OptionError(f"max_memory_increase must be a fraction between 0 and 100, got {value!r}",
+                          field="max_memory_increase")
+
+
+@dataclass(frozen=True)
+class Pass:
+    """Base of every pass: subclasses set ``name`` and implement :meth:`run`."""
+
+    name: ClassVar[str] = ""
+    #: One sentence: the heuristic, shown by ``commopt passes``.
+    summary: ClassVar[str] = ""
+
+    def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int]:
+        """A new order of ``graph``'s nodes; must keep the invariants (commopt.check)."""
+        raise NotImplementedError

@@ -1,0 +1,248 @@
+"""compute-overlap: list scheduling on a simulated clock so compute hides communication.
+
+The scheduler replays the order on the simulator's model (one compute stream, one FIFO
+stream per process group) and at every step picks the next node:
+
+1. views and metadata ops as soon as they are ready (they cost nothing);
+2. waits whose collective has already finished (they cost nothing either);
+3. the next collective of the global order, issued as soon as it is ready unless its
+   group's stream stays busy past the next compute step anyway (issuing later starts it at
+   the same time and holds its output for less long) or its output does not fit the memory
+   budget;
+4. compute, preferring nodes the next unissued collectives depend on (so the next
+   collective can start while the current one runs), then the input order;
+5. only when nothing else is ready, the wait whose collective finishes first.
+
+Several collectives can be in flight at once, one stream per group. Priorities are tuples
+ending with the node's position in the input order, so the result is deterministic. Time is
+O((nodes + edges) log nodes): need-ranks come from one reverse sweep, not ancestor sets.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from commopt.ir.graph import Graph, NodeKind
+from commopt.passes._common import collective_chain, positions, within_budget, zero_cost_view_mask
+from commopt.passes.base import Pass, PassContext
+
+_INF = float("inf")
+
+
+@dataclass(frozen=True)
+class ComputeOverlap(Pass):
+    """Reorders compute around the collectives so each collective runs behind compute.
+
+    ``lookahead``: how many of the next unissued collectives get their dependencies
+    scheduled first. The memory budget is enforced on the result with
+    :func:`commopt.sim.peak_memory`; when a schedule exceeds it, the scheduler retries with
+    a tighter internal budget and no lookahead, and finally keeps the input order.
+    """
+
+    name: ClassVar[str] = "compute-overlap"
+    summary: ClassVar[str] = "list-schedule on the simulated clock: collectives early, waits late, compute that feeds the next collective first"
+    lookahead: int = 1
+
+    def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int]:
+        """The overlapped order (see the module docstring)."""
+        if not graph.collectives():
+            return list(order)
+        budget = ctx.memory_budget_bytes
+        attempts = [(self.lookahead, 1.0), (self.lookahead, 0.9), (0, 0.75), (0, 0.5)]
+        for lookahead, share in attempts:
+            internal = None if budget is None else int(budget * share)
+            cand = _schedule(graph, order, ctx, internal, lookahead)
+            if within_budget(graph, cand, budget):
+                return cand
+        return list(order)
+
+
+def _memory_model(graph: Graph) -> tuple[list[int], list[int], list[int], list[list[int]]]:
+    """Padded allocation per node, the storage root each node's uses count against, the
+    number of uses per root, and the roots each node releases a use of when it runs.
+
+    Same rules as :mod:`commopt.sim.memory` but with padded bytes, so every rank takes the
+    same decisions: a storage is freed after its last use, a collective's inputs are used
+    until its waits, graph inputs are never freed.
+    """
+    from commopt.sim.memory import effective_roots
+
+    nodes = graph.nodes
+    n = len(nodes)
+    roots = effective_roots(graph)
+    alloc = [0] * n
+    for node in nodes:
+        i = node.index
+        if roots[i] == i and node.kind not in (NodeKind.VIEW, NodeKind.WAIT, NodeKind.OUTPUT) and node.outputs:
+            alloc[i] = node.padded_nbytes
+    releases: list[list[int]] = [[] for _ in range(n)]
+    uses = [0] * n
+    for node in nodes:
+        i = node.index
+        rs = {roots[p] for p in node.inputs}
+        rs.add(roots[i])
+        if node.kind is NodeKind.WAIT and node.wait_of is not None:
+            rs.update(roots[p] for p in nodes[node.wait_of].inputs)
+        for r in sorted(rs):
+            if alloc[r] and nodes[r].kind is not NodeKind.INPUT:
+                releases[i].append(r)
+                uses[r] += 1
+    return alloc, roots, uses, releases
+
+
+def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int | None,
+              lookahead: int) -> list[int]:
+    nodes = graph.nodes
+    n = len(nodes)
+    dur = ctx.durations_us
+    pos = positions(order, n)
+    ptr, idx = graph.pred_arrays()
+    sptr, sidx = graph.succ_arrays()
+    chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
+    kind = [node.kind for node in nodes]
+    viewish = zero_cost_view_mask(graph)
+    K_IN, K_OUT, K_COLL, K_WAIT = NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.COLLECTIVE, NodeKind.WAIT
+
+    # sequence number of each collective in the input order, and need[i]: the smallest
+    # sequence number of a collective that depends on i (one reverse sweep)
+    seq = [-1] * n
+    colls: list[int] = []
+    for i in order:
+        if kind[i] is K_COLL:
+            seq[i] = len(colls)
+            colls.append(i)
+    big = len(colls) + 1
+    need = [big] * n
+    for i in reversed(order):
+        best = seq[i] if seq[i] >= 0 else big
+        for k in range(sptr[i], sptr[i + 1]):
+            v = need[sidx[k]]
+            if v < best:
+                best = v
+        b = chain.get(i)
+        if b is not None and need[b] < best:
+            best = need[b]
+        need[i] = best
+
+    indeg = [ptr[i + 1] - ptr[i] for i in range(n)]
+    for b in chain.values():
+        indeg[b] += 1
+
+    alloc, _roots, uses, releases = _memory_model(graph)
+    live = sum(alloc[i] for i in range(n) if kind[i] is K_IN)
+
+    out: list[int] = []
+    views: list[tuple[int, int]] = []
+    colls_q: list[tuple[int, int]] = []
+    waits_q: list[tuple[float, int, int]] = []
+    comp_need: list[tuple[int, int, int]] = []
+    comp_pos: list[tuple[int, int]] = []
+    done = bytearray(n)
+    coll_end = [0.0] * n
+    stream_free: dict[str, float] = {}
+    issued = bytearray(len(colls))
+    next_seq = 0
+    t = 0.0
+    output_node = -1
+
+    def push(i: int) -> None:
+        k = kind[i]
+        p = pos[i]
+        if k is K_OUT:
+            nonlocal output_node
+            output_node = i
+        elif k is K_COLL:
+            heapq.heappush(colls_q, (p, i))
+        elif k is K_WAIT:
+            c = nodes[i].wait_of
+            heapq.heappush(waits_q, (coll_end[c] if c is not None else 0.0, p, i))
+        elif k is K_IN or viewish[i]:
+            heapq.heappush(views, (p, i))
+        else:
+            heapq.heappush(comp_need, (need[i], p, i))
+            heapq.heappush(comp_pos, (p, i))
+
+    def finish(i: int) -> None:
+        nonlocal live
+        done[i] = 1
+        out.append(i)
+        for r in releases[i]:
+            uses[r] -= 1
+            if uses[r] == 0:
+                live -= alloc[r]
+        for k in range(sptr[i], sptr[i + 1]):
+            s = sidx[k]
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                push(s)
+        b = chain.get(i)
+        if b is not None:
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                push(b)
+
+    def next_compute() -> int:
+        while comp_need and done[comp_need[0][2]]:
+            heapq.heappop(comp_need)
+        while comp_pos and done[comp_pos[0][1]]:
+            heapq.heappop(comp_pos)
+        if not comp_pos:
+            return -1
+        if lookahead > 0 and comp_need[0][0] < next_seq + lookahead:
+            return comp_need[0][2]
+        return comp_pos[0][1]
+
+    for i in order:
+        if indeg[i] == 0:
+            push(i)
+
+    while len(out) < n:
+        if views:
+            _, i = heapq.heappop(views)
+            live += alloc[i] if kind[i] is not K_IN else 0
+            finish(i)
+            continue
+        if waits_q and waits_q[0][0] <= t:
+            _, _, i = heapq.heappop(waits_q)
+            t += dur[i]
+            finish(i)
+            continue
+        nc = next_compute()
+        if colls_q:
+            _, c = colls_q[0]
+            group = nodes[c].collective.group
+            free_at = stream_free.get(group, 0.0)
+            horizon = t + (dur[nc] if nc >= 0 else 0.0)
+            fits = budget is None or live + alloc[c] <= budget
+            stuck = nc < 0 and not waits_q
+            if stuck or (fits and free_at <= horizon) or (fits and nc < 0):
+                heapq.heappop(colls_q)
+                start = max(t, free_at)
+                coll_end[c] = start + dur[c]
+                stream_free[group] = coll_end[c]
+                live += alloc[c]
+                issued[seq[c]] = 1
+                while next_seq < len(colls) and issued[next_seq]:
+                    next_seq += 1
+                finish(c)
+                continue
+        if nc >= 0:
+            live += alloc[nc]
+            t += dur[nc]
+            finish(nc)
+            continue
+        if waits_q:
+            end, _, i = heapq.heappop(waits_q)
+            if end > t:
+                t = end
+            t += dur[i]
+            finish(i)
+            continue
+        if output_node >= 0 and len(out) == n - 1:
+            finish(output_node)
+            continue
+        raise AssertionError("compute-overlap: no node is ready; the graph has a cycle")
+    return out

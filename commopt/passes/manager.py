@@ -1,0 +1,87 @@
+"""The pass manager: runs a pipeline, records each pass's effect and checks every result.
+
+After every pass the order must be a permutation of the graph's nodes that keeps the
+invariants (:func:`commopt.check.check_order`); anything else is a bug in that pass and is
+raised as :class:`~commopt.errors.InvariantViolation` naming the pass and the passes that
+ran before it. An order that exceeds the memory budget is not taken: the pipeline goes on
+with the pass's input order and the record says so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from commopt.check import check_order
+from commopt.errors import InvariantViolation
+from commopt.ir.graph import Graph
+from commopt.passes.base import Pass, PassContext
+from commopt.sim import SimResult, simulate
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    """What one pass did: simulated numbers before and after, wall time, whether kept."""
+
+    name: str
+    before: SimResult
+    after: SimResult
+    seconds: float
+    changed: bool
+    note: str | None = None
+
+
+@dataclass
+class PipelineResult:
+    """The final order, the simulation of the input order and a record per pass."""
+
+    order: list[int]
+    initial: SimResult
+    final: SimResult
+    records: list[PassRecord] = field(default_factory=list)
+
+
+class PassManager:
+    """Runs ``passes`` in sequence (see the module docstring)."""
+
+    def __init__(self, passes: Sequence[Pass]) -> None:
+        self.passes = list(passes)
+
+    def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> PipelineResult:
+        """Run the pipeline on ``order``; raises InvariantViolation when a pass breaks one."""
+        current = list(order)
+        sim = simulate(graph, current, ctx.durations_us)
+        result = PipelineResult(order=current, initial=sim, final=sim)
+        ran: list[str] = []
+        for p in self.passes:
+            t0 = time.perf_counter()
+            new = list(p.run(graph, tuple(current), ctx))
+            seconds = time.perf_counter() - t0
+            _check(graph, new, ctx, p.name, ran)
+            after = simulate(graph, new, ctx.durations_us)
+            note = None
+            budget = ctx.memory_budget_bytes
+            if budget is not None and after.peak_memory_bytes > budget \
+                    and after.peak_memory_bytes > sim.peak_memory_bytes:
+                note = (f"order not taken: peak memory {after.peak_memory_bytes} B exceeds the "
+                        f"budget {budget} B")
+                new, after = current, sim
+            result.records.append(PassRecord(p.name, sim, after, seconds, new != current, note))
+            ran.append(p.name)
+            current, sim = new, after
+        result.order = current
+        result.final = sim
+        return result
+
+
+def _check(graph: Graph, order: list[int], ctx: PassContext, name: str, ran: list[str]) -> None:
+    before = f"after {', '.join(ran)}" if ran else "as the first pass"
+    violations = check_order(graph, order, allow_cross_group_reorder=ctx.allow_cross_group_reorder)
+    if violations:
+        shown = "; ".join(str(v) for v in violations[:5])
+        more = f" (and {len(violations) - 5} more)" if len(violations) > 5 else ""
+        raise InvariantViolation(
+            f"pass {name!r} ({before}) produced an order that breaks invariants: {shown}{more}. "
+            "This is a bug in the pass."
+        )
