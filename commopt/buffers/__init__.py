@@ -13,6 +13,7 @@ from commopt.buffers.planner import (
     compare_plans,
     plan_buffers,
 )
+from commopt.buffers.validate import validate_plan
 
 __all__ = [
     "DEFAULT_ALIGN_BYTES",
@@ -24,4 +25,5 @@ __all__ = [
     "parse_collective_types",
     "plan_buffers",
     "plan_digest",
+    "validate_plan",
 ]

@@ -13,6 +13,7 @@ per call site; it is never below :func:`lower_bound`.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 
 #: Priority orders tried, by name: each maps buffer i to a sort key (ascending).
@@ -40,39 +41,106 @@ def lower_bound(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[int
     return best
 
 
-def conflicts(firsts: Sequence[int], lasts: Sequence[int]) -> list[list[int]]:
-    """For every buffer, the buffers whose lifetimes intersect its own (sweep over starts)."""
-    n = len(firsts)
-    by_start = sorted(range(n), key=lambda i: (firsts[i], i))
-    out: list[list[int]] = [[] for _ in range(n)]
-    active: list[tuple[int, int]] = []  # (last, index), a heap would not help the scan below
-    for i in by_start:
-        f = firsts[i]
-        active = [a for a in active if a[0] >= f]
-        for _, j in active:
-            out[i].append(j)
-            out[j].append(i)
-        active.append((lasts[i], i))
-    return out
+class _OccupancyTree:
+    """Which memory is taken, by time range: a segment tree over compressed time.
+
+    Every node keeps two coalesced, sorted sets of byte ranges: ``own`` (buffers whose time
+    range covers the node's whole range, stored at their canonical nodes) and ``agg`` (the
+    union of ``own`` over the node's subtree). The memory taken during a time range is then
+    the union of ``agg`` at the range's canonical nodes and ``own`` at their ancestors:
+    O(log T) sets, each short because touching byte ranges merge. This avoids enumerating
+    every pair of buffers whose lifetimes overlap (quadratic when some live very long).
+    """
+
+    def __init__(self, coords: list[int]) -> None:
+        self.index = {t: k for k, t in enumerate(coords)}
+        leaves = 1
+        while leaves < max(1, len(coords) - 1):
+            leaves *= 2
+        self.leaves = leaves
+        self.own: dict[int, tuple[list[int], list[int]]] = {}
+        self.agg: dict[int, tuple[list[int], list[int]]] = {}
+
+    def nodes_for(self, first: int, last: int) -> tuple[list[int], list[int]]:
+        """(canonical nodes, their strict ancestors) of the time range [first, last]."""
+        lo = self.index[first] + self.leaves
+        hi = self.index[last + 1] + self.leaves
+        canon: list[int] = []
+        while lo < hi:
+            if lo & 1:
+                canon.append(lo)
+                lo += 1
+            if hi & 1:
+                hi -= 1
+                canon.append(hi)
+            lo >>= 1
+            hi >>= 1
+        seen: set[int] = set()
+        ancestors: list[int] = []
+        for c in canon:
+            c >>= 1
+            while c and c not in seen:
+                seen.add(c)
+                ancestors.append(c)
+                c >>= 1
+        return canon, ancestors
+
+    def taken(self, canon: list[int], ancestors: list[int]) -> list[tuple[int, int]]:
+        """Byte ranges taken by placed buffers live during the range, sorted by start."""
+        pairs: list[tuple[int, int]] = []
+        for sets, keys in ((self.agg, canon), (self.own, ancestors)):
+            for v in keys:
+                got = sets.get(v)
+                if got is not None:
+                    pairs.extend(zip(got[0], got[1], strict=True))
+        pairs.sort()
+        return pairs
+
+    def add(self, canon: list[int], ancestors: list[int], start: int, end: int) -> None:
+        """Mark [start, end) taken during the range with these canonical nodes."""
+        for v in canon:
+            _merge_into(self.own, v, start, end)
+            _merge_into(self.agg, v, start, end)
+        for v in ancestors:
+            _merge_into(self.agg, v, start, end)
 
 
-def greedy_best_fit(order: Sequence[int], sizes: Sequence[int],
-                    neighbours: Sequence[Sequence[int]]) -> tuple[list[int], int]:
+def _merge_into(sets: dict[int, tuple[list[int], list[int]]], v: int, start: int, end: int) -> None:
+    got = sets.get(v)
+    if got is None:
+        sets[v] = ([start], [end])
+        return
+    starts, ends = got
+    i = bisect.bisect_left(ends, start)
+    j = bisect.bisect_right(starts, end)
+    if i < j:
+        start = min(start, starts[i])
+        end = max(end, ends[j - 1])
+    starts[i:j] = [start]
+    ends[i:j] = [end]
+
+
+def greedy_best_fit(order: Sequence[int], sizes: Sequence[int], firsts: Sequence[int],
+                    lasts: Sequence[int]) -> tuple[list[int], int]:
     """Place buffers in ``order``; returns (offsets, arena size).
 
     Each buffer goes into the smallest gap among already placed buffers that overlap it in
-    time, lowest offset on ties, else on top of them.
+    time (lowest offset on ties), else on top of them. Zero-size buffers take offset 0.
     """
     n = len(sizes)
-    offsets = [-1] * n
+    coords = sorted(set(firsts).union(last + 1 for last in lasts))
+    tree = _OccupancyTree(coords)
+    offsets = [0] * n
     arena = 0
     for i in order:
         size = sizes[i]
-        placed = sorted((offsets[j], offsets[j] + sizes[j]) for j in neighbours[i] if offsets[j] >= 0)
+        if size <= 0:
+            continue
+        canon, ancestors = tree.nodes_for(firsts[i], lasts[i])
         best_off = -1
         best_gap = -1
         top = 0
-        for off, end in placed:
+        for off, end in tree.taken(canon, ancestors):
             gap = off - top
             if gap >= size and (best_gap < 0 or gap < best_gap):
                 best_gap, best_off = gap, top
@@ -81,6 +149,7 @@ def greedy_best_fit(order: Sequence[int], sizes: Sequence[int],
         if best_off < 0:
             best_off = top
         offsets[i] = best_off
+        tree.add(canon, ancestors, best_off, best_off + size)
         if best_off + size > arena:
             arena = best_off + size
     return offsets, arena
@@ -96,13 +165,12 @@ def assign_offsets(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[
     if n == 0:
         return [], 0, "none"
     names = list(orderings) if orderings is not None else list(ORDERINGS)
-    neighbours = conflicts(firsts, lasts)
     bound = lower_bound(sizes, firsts, lasts)
     best: tuple[list[int], int, str] | None = None
     for name in names:
         key = ORDERINGS[name]
         order = sorted(range(n), key=lambda i, key=key: key(i, sizes[i], firsts[i], lasts[i]))
-        offsets, arena = greedy_best_fit(order, sizes, neighbours)
+        offsets, arena = greedy_best_fit(order, sizes, firsts, lasts)
         if best is None or arena < best[1]:
             best = (offsets, arena, name)
         if arena <= bound:

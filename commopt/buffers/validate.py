@@ -1,0 +1,204 @@
+"""An independent check of a buffer plan against a graph and an order.
+
+It trusts nothing in the plan: lifetimes and sizes are recomputed here from the graph, with
+code separate from the planner's (:mod:`commopt.buffers.lifetimes`), so a planner bug shows up
+as a problem instead of being repeated. Checked: the digest, the order the plan was made
+for, alignment, buffers outside their arena, buffers missing from the plan or unknown to the
+graph, sizes and lifetimes shorter than needed, zero-copy claims that cannot hold, totals, and
+every pair of buffers live at the same time that overlap in memory.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from commopt.buffers.digest import order_digest, plan_digest
+from commopt.ir.args import iter_refs
+from commopt.ir.graph import Graph, NodeKind
+from commopt.schemas.buffer_plan import BufferPlan, PlannedBuffer
+
+
+@dataclass(frozen=True, slots=True)
+class _Expected:
+    group: str
+    padded_bytes: int
+    first: int
+    last: int
+    value_root_is_input: bool
+    value_is_view: bool
+    value_last_use: int
+
+
+def validate_plan(graph: Graph, order: Sequence[int] | None, plan: BufferPlan) -> list[str]:
+    """Every problem with ``plan`` for ``graph`` run in ``order`` (empty list: the plan is valid).
+
+    ``order`` defaults to the graph's original order.
+    """
+    if order is None:
+        order = graph.original_order
+    problems: list[str] = []
+    if plan_digest(plan) != plan.digest:
+        problems.append(f"digest mismatch: the plan says {plan.digest[:16]}..., its content hashes to "
+                        f"{plan_digest(plan)[:16]}... (edited or corrupted)")
+    if plan.nodes != len(graph.nodes) or sorted(order) != list(range(len(graph.nodes))):
+        problems.append(f"the plan is for a graph of {plan.nodes} nodes, this graph has {len(graph.nodes)} "
+                        f"(or the order is not a permutation)")
+        return problems
+    if plan.order_sha256 != order_digest(graph, order):
+        problems.append("the plan was made for a different order of this graph's nodes")
+    align = plan.align_bytes
+    if align & (align - 1):
+        problems.append(f"alignment {align} is not a power of two")
+    types = None if "all" in plan.collective_types else set(plan.collective_types)
+    expected = _expected_buffers(graph, order, types)
+    seen: dict[str, PlannedBuffer] = {}
+    for arena in plan.groups:
+        for buf in arena.buffers:
+            where = f"buffer {buf.name!r} (group {arena.group!r})"
+            if buf.name in seen:
+                problems.append(f"{where}: listed twice")
+                continue
+            seen[buf.name] = buf
+            if buf.offset_bytes % align or buf.size_bytes % align:
+                problems.append(f"{where}: offset {buf.offset_bytes} or size {buf.size_bytes} "
+                                f"is not a multiple of the alignment {align}")
+            if buf.offset_bytes + buf.size_bytes > arena.arena_bytes:
+                problems.append(f"{where}: ends at {buf.offset_bytes + buf.size_bytes}, outside the "
+                                f"arena of {arena.arena_bytes} bytes")
+            exp = expected.get(buf.name)
+            if exp is None:
+                problems.append(f"{where}: no such buffer in the graph")
+                continue
+            problems.extend(_compare(where, arena.group, buf, exp))
+    for name in expected:
+        if name not in seen:
+            problems.append(f"buffer {name!r} (group {expected[name].group!r}) is missing from the plan")
+    problems.extend(_totals_problems(plan))
+    for arena in plan.groups:
+        problems.extend(_overlaps(arena.group, arena.buffers, expected))
+    return problems
+
+
+def _compare(where: str, group: str, buf: PlannedBuffer, exp: _Expected) -> list[str]:
+    out: list[str] = []
+    if exp.group != group:
+        out.append(f"{where}: belongs to group {exp.group!r}")
+    if buf.padded_bytes != exp.padded_bytes or buf.size_bytes < exp.padded_bytes:
+        out.append(f"{where}: size mismatch: the graph needs {exp.padded_bytes} bytes (padded), the "
+                   f"plan says {buf.padded_bytes} padded in {buf.size_bytes} reserved")
+    if buf.first > exp.first or buf.last < exp.last:
+        out.append(f"{where}: lifetime {buf.first}-{buf.last} does not cover the needed "
+                   f"{exp.first}-{exp.last}")
+    if buf.zero_copy and (exp.value_root_is_input or exp.value_is_view or exp.value_last_use > exp.last):
+        out.append(f"{where}: marked zero-copy but its value is a graph input, a view, or read after "
+                   f"the buffer's lifetime")
+    return out
+
+
+def _totals_problems(plan: BufferPlan) -> list[str]:
+    t = plan.totals
+    sums = (
+        sum(len(a.buffers) for a in plan.groups),
+        sum(a.arena_bytes for a in plan.groups),
+        sum(a.lower_bound_bytes for a in plan.groups),
+        sum(a.per_call_site_bytes for a in plan.groups),
+    )
+    if (t.buffers, t.arena_bytes, t.lower_bound_bytes, t.per_call_site_bytes) != sums:
+        return [f"totals {t.model_dump()} do not match the sums over groups {sums}"]
+    return []
+
+
+def _overlaps(group: str, buffers: list[PlannedBuffer], expected: dict[str, _Expected]) -> list[str]:
+    """Pairs live at the same time (true lifetimes) whose byte ranges intersect."""
+    spans = []
+    for b in buffers:
+        exp = expected.get(b.name)
+        first, last = (min(b.first, exp.first), max(b.last, exp.last)) if exp else (b.first, b.last)
+        if b.size_bytes > 0:
+            spans.append((first, last, b.offset_bytes, b.offset_bytes + b.size_bytes, b.name))
+    spans.sort()
+    live: list[tuple[int, int, str]] = []  # (offset, end, name), sorted by offset
+    ending: list[tuple[int, int, int, str]] = []  # heap of (last, offset, end, name)
+    widest = 0
+    out: list[str] = []
+    for first, last, lo, hi, name in spans:
+        while ending and ending[0][0] < first:
+            _, off, end, gone = heapq.heappop(ending)
+            del live[bisect.bisect_left(live, (off, end, gone))]
+        k = bisect.bisect_left(live, (lo - widest, -1, ""))
+        while k < len(live) and live[k][0] < hi:
+            off, end, other = live[k]
+            if end > lo:
+                out.append(f"buffers {other!r} [{off}, {end}) and {name!r} [{lo}, {hi}) in group "
+                           f"{group!r} overlap in memory while both are live (from position {first})")
+            k += 1
+        bisect.insort(live, (lo, hi, name))
+        heapq.heappush(ending, (last, lo, hi, name))
+        widest = max(widest, hi - lo)
+    return out
+
+
+def _expected_buffers(graph: Graph, order: Sequence[int], types: set[str] | None) -> dict[str, _Expected]:
+    """Recompute every buffer's group, padded size and lifetime straight from the definition."""
+    nodes = graph.nodes
+    pos = {i: p for p, i in enumerate(order)}
+
+    def tensor(i: int) -> tuple[int, int]:
+        """(storage root, tensor index or -1 for all tensors) of node i's value."""
+        chain = [i]
+        while nodes[chain[-1]].alias_of is not None:
+            chain.append(nodes[chain[-1]].alias_of)
+        root = chain[-1]
+        if len(nodes[root].outputs) <= 1:
+            return root, 0
+        below = chain[-2] if len(chain) > 1 else None
+        if below is not None:
+            nb = nodes[below]
+            if nb.kind is NodeKind.VIEW and len(nb.args) >= 2 and type(nb.args[1]) is int:
+                return root, nb.args[1]
+        return root, -1
+
+    touched: dict[tuple[int, int], int] = {}
+    for node in nodes:
+        p = pos[node.index]
+        for t in [tensor(node.index)] + [tensor(j) for j in node.inputs]:
+            if touched.get(t, -1) < p:
+                touched[t] = p
+
+    def last_touch(root: int, k: int) -> int:
+        return max(touched.get((root, k), -1), touched.get((root, -1), -1))
+
+    out: dict[str, _Expected] = {}
+    for c in [n.index for n in nodes if n.kind is NodeKind.COLLECTIVE]:
+        node = nodes[c]
+        info = node.collective
+        if info is None or (types is not None and info.type not in types):
+            continue
+        done = max([pos[c]] + [pos[w] for w in graph.waits_of(c)])
+        refs = list(iter_refs(node.args[0])) if node.args else []
+        reads = [i for i in (refs or list(node.inputs)) if nodes[i].outputs]
+        for k, i in enumerate(reads):
+            root, ti = tensor(i)
+            root_is_input = nodes[root].kind is NodeKind.INPUT
+            first = 0 if root_is_input else pos[root]
+            last = done
+            if info.in_place:
+                croot, _ = tensor(c)
+                last = max(done, last_touch(root, ti), last_touch(croot, k if len(node.outputs) > 1 else 0))
+            role = "inout" if info.in_place else "in"
+            out[f"{node.name}:{role}{k}"] = _Expected(
+                info.group, nodes[i].outputs[0].padded_nbytes, first, last,
+                root_is_input, i != root, last_touch(root, ti),
+            )
+        if info.in_place:
+            continue
+        for k, meta in enumerate(node.outputs):
+            ti = k if len(node.outputs) > 1 else 0
+            out[f"{node.name}:out{k}"] = _Expected(
+                info.group, meta.padded_nbytes, pos[c], max(done, last_touch(c, ti)),
+                False, False, -1,
+            )
+    return out
