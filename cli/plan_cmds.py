@@ -1,0 +1,89 @@
+"""``commopt plan`` and ``commopt verify-plan``: persistent communication buffer plans."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from commopt.cli.app import App
+from commopt.cli.options import emit_json, format_option, graph_argument, group_options, load_graph_for_cli, pass_app
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.2f} MiB"
+
+
+def _ratio(a: int, b: int) -> str:
+    return f"{a / b:.3f}" if b else "-"
+
+
+@click.command("plan")
+@graph_argument
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Write the plan (buffer_plan.json format) here.")
+@click.option("--align", type=int, default=None, metavar="BYTES",
+              help="Alignment of every buffer offset and size, a power of two [default: 512, "
+                   "the CUDA caching allocator's block granularity].")
+@click.option("--comm-buffers", "comm_buffers", default=None, metavar="all|TYPE,...",
+              help="Collective types that get persistent buffers, e.g. all_reduce,all_gather [default: all].")
+@group_options
+@format_option
+@pass_app
+def plan_cmd(app: App, graph: str, output: str | None, align: int | None, comm_buffers: str | None,
+             groups_file: str | None, mesh: str | None, fmt: str) -> None:
+    """Plan one communication-buffer arena per process group on the graph's own order."""
+    from commopt.buffers import DEFAULT_ALIGN_BYTES, plan_buffers
+    from commopt.buffers.planfile import save_plan
+    from commopt.config import load_config
+
+    cfg = load_config().with_overrides({"align": align, "comm_buffers": comm_buffers})
+    g = load_graph_for_cli(graph, groups_file, mesh)
+    plan = plan_buffers(g, align=cfg.get("align", DEFAULT_ALIGN_BYTES),
+                        collective_types=cfg.get("comm_buffers", "all"))
+    if output is not None:
+        save_plan(plan, output)
+    if fmt == "json":
+        emit_json(app, plan)
+    else:
+        table = Table(title=f"buffer plan for {plan.graph} (align {plan.align_bytes} B)", title_justify="left")
+        for col in ("group", "buffers", "arena", "lower bound", "per call site", "arena/bound", "heuristic"):
+            table.add_column(col, justify="left" if col in ("group", "heuristic") else "right")
+        for a in plan.groups:
+            table.add_row(a.group, str(len(a.buffers)), _mib(a.arena_bytes), _mib(a.lower_bound_bytes),
+                          _mib(a.per_call_site_bytes), _ratio(a.arena_bytes, a.lower_bound_bytes), a.heuristic)
+        t = plan.totals
+        table.add_row("total", str(t.buffers), _mib(t.arena_bytes), _mib(t.lower_bound_bytes),
+                      _mib(t.per_call_site_bytes), _ratio(t.arena_bytes, t.lower_bound_bytes), "")
+        app.out.print(table)
+        app.out.print(f"digest {plan.digest}", markup=False)
+    if output is not None:
+        app.info(f"wrote {output}")
+
+
+@click.command("verify-plan")
+@graph_argument
+@click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False, path_type=str))
+@group_options
+@format_option
+@pass_app
+def verify_plan_cmd(app: App, graph: str, plan_file: str, groups_file: str | None, mesh: str | None,
+                    fmt: str) -> None:
+    """Check a buffer plan against GRAPH in its own order; exit 1 listing every problem."""
+    from commopt.buffers import validate_plan
+    from commopt.buffers.planfile import load_plan
+    from commopt.errors import CheckFailed
+    from commopt.schemas.buffer_plan import PlanVerification
+
+    plan = load_plan(plan_file)
+    g = load_graph_for_cli(graph, groups_file, mesh)
+    problems = validate_plan(g, None, plan)
+    if fmt == "json":
+        emit_json(app, PlanVerification(ok=not problems, graph=graph, plan=plan_file, problems=problems))
+    else:
+        for p in problems:
+            app.out.print(p, markup=False)
+        if not problems:
+            app.out.print(f"{plan_file}: valid for {graph} ({plan.totals.buffers} buffers, "
+                          f"{plan.totals.arena_bytes} arena bytes)", markup=False)
+    if problems:
+        raise CheckFailed(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in the plan", file=plan_file)
