@@ -1,0 +1,315 @@
+"""Process-group ranks for graphs whose files name groups only by their c10d name.
+
+A ``.pt2`` archive records a collective's group as ``"0"`` or ``"5"``; commopt needs the
+ranks (does a group span hosts? the runner must recreate it under the same name). Sources,
+later ones overriding earlier ones:
+
+1. the record stored in the archive by :func:`save_with_groups` (``extra/commopt_groups.json``);
+2. a sidecar ``<archive>.groups.json`` next to the file;
+3. ``--groups FILE`` (same format, ``schemas/groups.py``);
+4. ``--mesh dp=2,tp=4``: ranks laid out row-major; a group is matched to the mesh dimension of
+   its size when exactly one dimension has that size;
+5. inference: a group whose size is the world size holds every rank.
+
+Where ranks stay unknown, ``graph.meta["load_warnings"]`` names the groups and says how to
+supply them.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from commopt.errors import GraphError, OptionError
+from commopt.ir.graph import Graph, ProcessGroup
+from commopt.schemas.groups import GROUPS_FORMAT_NAME, GROUPS_FORMAT_VERSION, GroupRecord, GroupsDocument
+
+#: Name of the groups record inside a ``.pt2`` archive (under its ``extra/`` folder).
+ARCHIVE_GROUPS_NAME = "commopt_groups.json"
+SIDECAR_SUFFIX = ".groups.json"
+
+HOW_TO_SUPPLY = (
+    "export with commopt.save_with_groups(ep, path), or pass --groups FILE "
+    "(format commopt-groups) or --mesh dp=N,tp=M"
+)
+
+
+# --------------------------------------------------------------------------- mesh
+def parse_mesh(spec: str | dict[str, int] | None) -> dict[str, int] | None:
+    """``"dp=2,tp=4"`` -> ``{"dp": 2, "tp": 4}`` (order kept: row-major, last dim fastest)."""
+    if spec is None or isinstance(spec, dict):
+        return spec
+    mesh: dict[str, int] = {}
+    for part in spec.split(","):
+        part = part.strip()
+        name, sep, size = part.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier() or not size.strip().isdigit() or int(size) < 1:
+            raise OptionError(
+                f"bad mesh dimension {part!r}: expected NAME=SIZE, e.g. dp=2,tp=4", field="--mesh"
+            )
+        if name in mesh:
+            raise OptionError(f"mesh dimension {name!r} given twice", field="--mesh")
+        mesh[name] = int(size)
+    return mesh
+
+
+def mesh_slice(mesh: dict[str, int], dim: str, rank: int = 0) -> list[int]:
+    """Global ranks of the group along mesh dimension ``dim`` that contains ``rank``."""
+    dims = list(mesh)
+    sizes = [mesh[d] for d in dims]
+    k = dims.index(dim)
+    stride = math.prod(sizes[k + 1:])
+    coord = (rank // stride) % sizes[k]
+    base = rank - coord * stride
+    return [base + i * stride for i in range(sizes[k])]
+
+
+def mesh_slices(mesh: dict[str, int], dim: str) -> list[list[int]]:
+    """Every group along mesh dimension ``dim`` (each rank is in exactly one), sorted."""
+    world = math.prod(mesh.values())
+    seen: dict[int, list[int]] = {}
+    for r in range(world):
+        s = mesh_slice(mesh, dim, r)
+        seen.setdefault(s[0], s)
+    return [seen[k] for k in sorted(seen)]
+
+
+# --------------------------------------------------------------------------- recording
+def record_process_groups(mesh: Any = None, *, rank: int | None = None) -> GroupsDocument:
+    """The live process groups of this process (name, global ranks, mesh dimension).
+
+    Call it at export time, after ``init_process_group`` (a real or the fake backend) and
+    after creating the groups / DeviceMesh the model uses. ``mesh`` is a
+    ``torch.distributed.device_mesh.DeviceMesh`` whose named dimensions label the groups.
+    """
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d as c10d
+
+    if not dist.is_initialized():
+        raise OptionError("torch.distributed is not initialized: no process groups to record")
+    world = dist.get_world_size()
+    me = dist.get_rank() if rank is None else rank
+    dims_by_name: dict[str, str] = {}
+    mesh_sizes: dict[str, int] | None = None
+    if mesh is not None:
+        names = mesh.mesh_dim_names or tuple(f"dim{i}" for i in range(mesh.ndim))
+        mesh_sizes = {n: int(s) for n, s in zip(names, mesh.shape)}
+        for i, n in enumerate(names):
+            dims_by_name[mesh.get_group(i).group_name] = n
+    records: dict[str, GroupRecord] = {}
+    for pg, name in c10d._world.pg_names.items():
+        ranks = sorted(c10d.get_process_group_ranks(pg))
+        records[name] = GroupRecord(name=name, ranks=ranks, mesh_dim=dims_by_name.get(name))
+    ordered = sorted(records.values(), key=lambda g: (len(g.name), g.name))
+    return GroupsDocument(world_size=world, rank=me, mesh=mesh_sizes, groups=ordered)
+
+
+def dumps_groups(doc: GroupsDocument) -> str:
+    """Deterministic JSON text of a groups document."""
+    return json.dumps(doc.model_dump(mode="json", exclude_none=True), indent=2, sort_keys=False) + "\n"
+
+
+def save_with_groups(ep: Any, path: str | os.PathLike[str], *, mesh: Any = None,
+                     groups: GroupsDocument | None = None) -> Path:
+    """``torch.export.save(ep, path)`` with the process groups stored in the archive.
+
+    ``groups`` defaults to :func:`record_process_groups` (``mesh`` labels its dimensions).
+    The write is atomic; :func:`commopt.io.pt2.load_pt2` reads the record back.
+    """
+    import torch
+
+    from commopt.io import atomic
+
+    doc = groups if groups is not None else record_process_groups(mesh)
+    buf = io.BytesIO()
+    torch.export.save(ep, buf, extra_files={ARCHIVE_GROUPS_NAME: dumps_groups(doc)})
+    p = Path(path)
+    atomic.write_bytes(p, buf.getvalue())
+    return p
+
+
+# --------------------------------------------------------------------------- reading
+def parse_groups_text(text: str, *, file: str | None = None) -> GroupsDocument:
+    """Validate a groups document given as JSON text."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GraphError(f"invalid JSON: {exc.msg}", file=file, line=exc.lineno, column=exc.colno) from None
+    if not isinstance(raw, dict):
+        raise GraphError("a groups file holds a JSON object at the top", file=file, field="$")
+    if raw.get("format", GROUPS_FORMAT_NAME) != GROUPS_FORMAT_NAME:
+        raise GraphError(f"format is {raw.get('format')!r}, expected {GROUPS_FORMAT_NAME!r}",
+                         file=file, field="$.format")
+    if raw.get("version", GROUPS_FORMAT_VERSION) != GROUPS_FORMAT_VERSION:
+        raise GraphError(
+            f"unsupported groups format version {raw.get('version')!r} (this commopt reads "
+            f"version {GROUPS_FORMAT_VERSION})", file=file, field="$.version",
+        )
+    try:
+        return GroupsDocument.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+        raise GraphError(f"schema violation: {err['msg']}", file=file, field=where) from None
+
+
+def read_groups_file(path: str | os.PathLike[str]) -> GroupsDocument:
+    """Read and validate a groups file (``--groups FILE`` or a sidecar)."""
+    p = Path(path)
+    if not p.exists():
+        raise GraphError("no such groups file", file=str(p))
+    if p.is_dir():
+        raise GraphError("is a directory, expected a groups file (.json)", file=str(p))
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise GraphError("not UTF-8 text", file=str(p)) from None
+    if not text.strip():
+        raise GraphError("file is empty", file=str(p))
+    return parse_groups_text(text, file=str(p))
+
+
+def sidecar_path(graph_path: str | os.PathLike[str]) -> Path:
+    """Where the sidecar groups file of a graph file lives: ``<file>.groups.json``."""
+    p = Path(graph_path)
+    return p.with_name(p.name + SIDECAR_SUFFIX)
+
+
+# --------------------------------------------------------------------------- resolving
+def resolve_groups(
+    groups: dict[str, ProcessGroup],
+    *,
+    records: Iterable[tuple[GroupsDocument, str | None]] = (),
+    mesh: dict[str, int] | None = None,
+    world_size: int | None = None,
+    sizes_known: set[str] | None = None,
+) -> tuple[dict[str, ProcessGroup], int | None, dict[str, int] | None, list[str]]:
+    """Fill in group sizes and ranks from records, a mesh and inference.
+
+    ``groups`` are the graph's groups (sizes the graph itself proves are in ``sizes_known``;
+    the others are placeholders). Returns the groups, world size, mesh and load warnings.
+    """
+    known = set(groups) if sizes_known is None else set(sizes_known)
+    size: dict[str, int | None] = {n: (g.size if n in known else None) for n, g in groups.items()}
+    ranks: dict[str, tuple[int, ...] | None] = {n: g.ranks for n, g in groups.items()}
+    dims: dict[str, str | None] = {n: g.mesh_dim for n, g in groups.items()}
+    export_rank = 0
+    for doc, file in records:
+        if doc.world_size is not None:
+            world_size = doc.world_size
+        if doc.mesh is not None:
+            mesh = dict(doc.mesh)
+        export_rank = doc.rank
+        for pos, rec in enumerate(doc.groups):
+            if rec.name not in groups:
+                continue
+            if size[rec.name] is not None and size[rec.name] != len(rec.ranks):
+                raise GraphError(
+                    f"group {rec.name!r} has {len(rec.ranks)} ranks here, but the graph's "
+                    f"collectives use it with group size {size[rec.name]}",
+                    file=file, field=f"$.groups[{pos}].ranks",
+                )
+            size[rec.name] = len(rec.ranks)
+            ranks[rec.name] = tuple(rec.ranks)
+            dims[rec.name] = rec.mesh_dim if rec.mesh_dim is not None else dims[rec.name]
+    if mesh is not None:
+        mesh_world = math.prod(mesh.values())
+        if world_size is not None and world_size != mesh_world:
+            raise OptionError(
+                f"the mesh {mesh} has {mesh_world} ranks but the world size is {world_size}",
+                field="--mesh",
+            )
+        world_size = mesh_world
+    warnings: list[str] = []
+    ambiguous: list[str] = []
+    for name in sorted(groups, key=lambda s: (len(s), s)):
+        if ranks[name] is not None:
+            continue
+        s = size[name]
+        if mesh is not None:
+            dim = dims[name]
+            if dim is None and s is not None and s != world_size:
+                matches = [d for d, n in mesh.items() if n == s]
+                if len(matches) == 1:
+                    dim = matches[0]
+                elif len(matches) > 1:
+                    ambiguous.append(f"{name!r} (size {s}: mesh dims {', '.join(matches)})")
+            if dim is not None:
+                if dim not in mesh:
+                    raise OptionError(f"group {name!r} runs along mesh dim {dim!r}, which the mesh "
+                                      f"{mesh} lacks", field="--mesh")
+                ranks[name] = tuple(mesh_slice(mesh, dim, export_rank))
+                dims[name] = dim
+                size[name] = len(ranks[name])
+                continue
+        if world_size is not None and s == world_size:
+            ranks[name] = tuple(range(world_size))
+    guessed = [n for n in groups if size[n] is None]
+    if guessed:
+        fallback = world_size or max((s for s in size.values() if s is not None), default=1)
+        for n in guessed:
+            size[n] = fallback
+        warnings.append(
+            "size of process group(s) " + ", ".join(repr(n) for n in sorted(guessed))
+            + f" not recorded in the graph; assumed {fallback}: {HOW_TO_SUPPLY}"
+        )
+    if ambiguous:
+        warnings.append("cannot tell which mesh dimension group(s) run along: " + "; ".join(ambiguous)
+                        + ": pass --groups FILE")
+    unknown = sorted((n for n in groups if ranks[n] is None), key=lambda s: (len(s), s))
+    if unknown:
+        warnings.append(
+            "ranks of process group(s) " + ", ".join(repr(n) for n in unknown)
+            + f" unknown: {HOW_TO_SUPPLY}"
+        )
+    out = {n: ProcessGroup(n, int(size[n] or 1), ranks[n], dims[n]) for n in groups}
+    return out, world_size, mesh, warnings
+
+
+def apply_group_overrides(graph: Graph, *, groups: str | os.PathLike[str] | GroupsDocument | None = None,
+                          mesh: str | dict[str, int] | None = None) -> Graph:
+    """A copy of ``graph`` with group ranks from a groups file and/or a mesh spec.
+
+    The nodes are shared (groups carry no derived edge data), so this is cheap.
+    """
+    records: list[tuple[GroupsDocument, str | None]] = []
+    if isinstance(groups, GroupsDocument):
+        records.append((groups, None))
+    elif groups is not None:
+        records.append((read_groups_file(groups), str(groups)))
+    new_groups, world, mesh_d, warnings = resolve_groups(
+        graph.groups, records=records, mesh=parse_mesh(mesh), world_size=graph.world_size,
+    )
+    out = copy.copy(graph)
+    out.groups = new_groups
+    out.world_size = world
+    out.mesh = mesh_d if mesh_d is not None else graph.mesh
+    out.meta = dict(graph.meta)
+    kept = [w for w in graph.meta.get("load_warnings", []) if "process group" not in w]
+    if kept or warnings:
+        out.meta["load_warnings"] = kept + warnings
+    else:
+        out.meta.pop("load_warnings", None)
+    return out
+
+
+def groups_document_of(graph: Graph) -> GroupsDocument:
+    """The groups record of a graph (for writing back into an archive or a sidecar)."""
+    return GroupsDocument(
+        world_size=graph.world_size,
+        mesh=graph.mesh,
+        groups=[
+            GroupRecord(name=g.name, ranks=list(g.ranks), mesh_dim=g.mesh_dim)
+            for g in sorted(graph.groups.values(), key=lambda g: (len(g.name), g.name))
+            if g.ranks is not None
+        ],
+    )

@@ -1,0 +1,446 @@
+"""torch.export archives (``.pt2``) and in-memory FX graphs in and out of the IR.
+
+Loading checks the archive before torch reads it: ``torch.export.load`` unpickles sample
+inputs and some weights with ``weights_only=False`` (and would load compiled AOTInductor
+code), so a hostile file could run code. :func:`check_archive` refuses any pickle the
+weights-only unpickler rejects, custom/opaque objects, AOTInductor payloads and the legacy
+format, before anything is unpickled.
+
+Writing back re-emits the ExportedProgram's FX graph with its nodes in a given order (inputs
+stay first, the output last), lints it and saves it with the process-group record.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from commopt.errors import GraphError, OptionError
+from commopt.io import atomic
+from commopt.io.classify import classify
+from commopt.io.groups import (
+    ARCHIVE_GROUPS_NAME,
+    GroupsDocument,
+    dumps_groups,
+    groups_document_of,
+    parse_groups_text,
+    parse_mesh,
+    read_groups_file,
+    resolve_groups,
+    sidecar_path,
+)
+from commopt.ir.args import Symbol
+from commopt.ir.graph import CollectiveInfo, Graph, Node, NodeKind, ProcessGroup, Ref, TensorMeta
+
+_MODEL = "model"
+
+
+# --------------------------------------------------------------------------- archive checks
+@dataclass(frozen=True)
+class ArchiveInfo:
+    """What :func:`check_archive` found: the root folder and the commopt groups record."""
+
+    root: str
+    groups_text: str | None
+
+
+def check_archive(path: str | os.PathLike[str]) -> ArchiveInfo:
+    """Check that ``path`` is a torch.export archive that loads without running its code.
+
+    Raises :class:`GraphError` naming the file (and the archive member) for a file that is
+    not a zip, a truncated or corrupt zip, a zip that is not a torch.export archive, and an
+    archive carrying pickled objects or compiled code.
+    """
+    import torch
+
+    file = str(path)
+    try:
+        zf = zipfile.ZipFile(path)
+    except zipfile.BadZipFile:
+        raise GraphError("not a zip archive (truncated or corrupt?); a .pt2 file comes from "
+                         "torch.export.save", file=file) from None
+    except OSError as exc:
+        raise GraphError(f"cannot read: {exc.strerror or exc}", file=file) from None
+    with zf:
+        names = zf.namelist()
+        roots = {n.split("/", 1)[0] for n in names}
+        if len(roots) != 1 or not names:
+            raise GraphError("a zip file, but not a torch.export archive (no single root folder)", file=file)
+        (root,) = roots
+        members = {n[len(root) + 1:] for n in names if "/" in n}
+
+        def read(member: str) -> bytes:
+            try:
+                return zf.read(f"{root}/{member}")
+            except (zipfile.BadZipFile, zlib_error(), EOFError, OSError) as exc:
+                raise GraphError(f"corrupt archive member {member!r}: {exc}", file=file) from None
+
+        if "archive_format" not in members:
+            raise GraphError("a zip file, but not a torch.export archive (no archive_format "
+                             "entry; legacy archives are not supported)", file=file)
+        if read("archive_format").strip() != b"pt2":
+            raise GraphError("a zip file, but not a torch.export archive (archive_format is "
+                             "not 'pt2')", file=file)
+        if f"models/{_MODEL}.json" not in members:
+            raise GraphError(f"torch.export archive without models/{_MODEL}.json", file=file)
+        if any(m.startswith("data/aotinductor/") for m in members):
+            raise GraphError("the archive carries compiled AOTInductor code; commopt only "
+                             "reads exported programs and never loads compiled code", file=file)
+        for m in sorted(members):
+            read(m)  # CRC check of every member: a corrupt archive fails here, one line
+
+        def check_pickle(member: str) -> None:
+            try:
+                torch.load(io.BytesIO(read(member)), weights_only=True)
+            except GraphError:
+                raise
+            except Exception as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise GraphError(
+                    f"refusing to load: archive member {member!r} holds a pickle that is not plain "
+                    f"tensors ({first[:160]}); loading it could run code", file=file,
+                ) from None
+
+        for m in sorted(members):
+            if m.startswith("data/sample_inputs/"):
+                check_pickle(m)
+        for legacy in (f"data/weights/{_MODEL}.pt", f"data/constants/{_MODEL}.pt"):
+            if legacy in members:
+                check_pickle(legacy)
+        for kind, cfg in (("weights", f"data/weights/{_MODEL}_weights_config.json"),
+                          ("constants", f"data/constants/{_MODEL}_constants_config.json")):
+            if cfg not in members:
+                continue
+            try:
+                config = json.loads(read(cfg)).get("config", {})
+            except (ValueError, AttributeError):
+                raise GraphError(f"corrupt archive member {cfg!r} (not a JSON object)", file=file) from None
+            for fqn, meta in sorted(config.items()):
+                pname = str(meta.get("path_name", ""))
+                member = f"data/{kind}/{pname}"
+                if pname.startswith(("custom_obj_", "opaque_obj_")):
+                    raise GraphError(
+                        f"refusing to load: {kind[:-1]} {fqn!r} is a pickled Python object "
+                        f"({member}); loading it could run code", file=file,
+                    )
+                if meta.get("use_pickle"):
+                    if member not in members:
+                        raise GraphError(f"archive member {member!r} is missing", file=file)
+                    check_pickle(member)
+        groups_text = None
+        gname = f"extra/{ARCHIVE_GROUPS_NAME}"
+        if gname in members:
+            try:
+                groups_text = read(gname).decode("utf-8")
+            except UnicodeDecodeError:
+                raise GraphError(f"archive member {gname!r} is not UTF-8 text", file=file) from None
+    return ArchiveInfo(root=root, groups_text=groups_text)
+
+
+def zlib_error() -> type[Exception]:
+    """The exception zlib raises on corrupt deflate data."""
+    import zlib
+
+    return zlib.error
+
+
+# --------------------------------------------------------------------------- loading
+def load_pt2(path: str | os.PathLike[str], groups: str | os.PathLike[str] | None = None,
+             mesh: str | dict[str, int] | None = None) -> Graph:
+    """Load a torch.export archive into a :class:`Graph` (``graph.payload``: the ExportedProgram).
+
+    Process-group ranks come from the archive's record, a ``<file>.groups.json`` sidecar,
+    ``groups`` (a groups file) and ``mesh``, in that order of precedence (later wins).
+    """
+    from commopt.io import check_input_path
+
+    p = check_input_path(path)
+    info = check_archive(p)
+    records: list[tuple[GroupsDocument, str | None]] = []
+    if info.groups_text is not None:
+        records.append((parse_groups_text(info.groups_text, file=f"{p}!extra/{ARCHIVE_GROUPS_NAME}"),
+                        f"{p}!extra/{ARCHIVE_GROUPS_NAME}"))
+    side = sidecar_path(p)
+    if side.is_file():
+        records.append((read_groups_file(side), str(side)))
+    if groups is not None:
+        records.append((read_groups_file(groups), str(groups)))
+    import torch
+
+    try:
+        ep = torch.export.load(str(p))
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise GraphError(f"torch.export.load failed: {first[:200]}", file=str(p)) from None
+    return graph_from_torch(ep, groups=None, mesh=mesh, file=str(p), name=p.stem,
+                            records=records)
+
+
+def graph_from_torch(obj: Any, groups: str | os.PathLike[str] | GroupsDocument | None = None,
+                     mesh: str | dict[str, int] | None = None, *, file: str | None = None,
+                     name: str | None = None,
+                     records: list[tuple[GroupsDocument, str | None]] | None = None) -> Graph:
+    """Build a :class:`Graph` from an in-memory ``ExportedProgram`` or ``torch.fx.GraphModule``.
+
+    ``groups`` (a groups file or document) and ``mesh`` supply process-group ranks.
+    """
+    import torch
+
+    recs = list(records or [])
+    if isinstance(groups, GroupsDocument):
+        recs.append((groups, None))
+    elif groups is not None:
+        recs.append((read_groups_file(groups), str(groups)))
+    if isinstance(obj, torch.export.ExportedProgram):
+        gm = obj.graph_module
+        roles = {s.arg.name: (s.kind.name.lower(), s.target) for s in obj.graph_signature.input_specs
+                 if hasattr(s.arg, "name")}
+        out_roles = [(s.kind.name.lower(), s.target) for s in obj.graph_signature.output_specs]
+        payload = obj
+    elif isinstance(obj, torch.fx.GraphModule):
+        gm, roles, out_roles, payload = obj, {}, [], obj
+    else:
+        raise OptionError(
+            f"cannot load a {type(obj).__name__}: expected a path, an ExportedProgram or a GraphModule"
+        )
+    nodes, group_sizes, sized = _convert(gm.graph, roles, out_roles, file)
+    placeholder_groups = {g: ProcessGroup(g, s or 1) for g, s in group_sizes.items()}
+    pgs, world, mesh_d, warnings = resolve_groups(
+        placeholder_groups, records=recs, mesh=parse_mesh(mesh), sizes_known=sized,
+    )
+    meta: dict[str, Any] = {}
+    if warnings:
+        meta["load_warnings"] = warnings
+    graph = Graph.build(nodes, pgs, name=name or "exported", source_format="pt2",
+                        source_path=file, world_size=world, mesh=mesh_d, meta=meta)
+    graph.payload = payload
+    return graph
+
+
+def _convert(fx_graph: Any, roles: dict[str, tuple[str, Any]], out_roles: list[tuple[str, Any]],
+             file: str | None) -> tuple[list[Node], dict[str, int | None], set[str]]:
+    """FX nodes -> IR nodes; also the groups used and the sizes the ops prove."""
+    index_of: dict[Any, int] = {}
+    nodes: list[Node] = []
+    group_sizes: dict[str, int | None] = {}
+    sized: set[str] = set()
+    for fx in fx_graph.nodes:
+        i = len(nodes)
+        index_of[fx] = i
+        outputs = _tensor_metas(fx.meta.get("val"))
+        common = {"index": i, "name": fx.name, "outputs": outputs}
+        if fx.op == "placeholder":
+            role, target = roles.get(fx.name, ("user_input", None))
+            attrs = {"role": role}
+            if target is not None:
+                attrs["target"] = str(target)
+            nodes.append(Node(kind=NodeKind.INPUT, op="placeholder", attrs=attrs, **common))
+            continue
+        if fx.op == "get_attr":
+            nodes.append(Node(kind=NodeKind.INPUT, op="get_attr", attrs={"role": "attr", "target": str(fx.target)},
+                              **common))
+            continue
+        lossy: list[str] = []
+        args = tuple(_arg(a, index_of, lossy) for a in fx.args)
+        kwargs = {k: _arg(v, index_of, lossy) for k, v in fx.kwargs.items()}
+        inputs = tuple(index_of[n] for n in fx.all_input_nodes)
+        attrs: dict[str, Any] = {}
+        if lossy:
+            attrs["lossy_args"] = sorted(set(lossy))
+        if fx.op == "output":
+            if out_roles:
+                attrs["roles"] = [r for r, _ in out_roles]
+                attrs["targets"] = [None if t is None else str(t) for _, t in out_roles]
+            common["outputs"] = ()
+            nodes.append(Node(kind=NodeKind.OUTPUT, op="output", inputs=inputs, args=args,
+                              kwargs=kwargs, attrs=attrs, **common))
+            continue
+        if fx.op != "call_function":
+            nodes.append(Node(kind=NodeKind.COMPUTE, op=f"{fx.op}:{fx.target}", inputs=inputs, args=args,
+                              kwargs=kwargs, side_effect=True, attrs=attrs, **common))
+            continue
+        facts = classify(fx.target)
+        op = str(fx.target) if hasattr(fx.target, "_schema") else _callable_name(fx.target)
+        bound = dict(zip(facts.arg_names, fx.args)) if facts.arg_names is not None else {}
+        bound.update(fx.kwargs)
+        mutates = tuple(dict.fromkeys(
+            index_of[n] for w in facts.writes for n in _nodes_in(bound.get(w))
+        ))
+        alias_of = None
+        if facts.alias_arg is not None:
+            al = _nodes_in(bound.get(facts.alias_arg))
+            alias_of = index_of[al[0]] if al else None
+        kind = facts.kind
+        collective = None
+        if kind is NodeKind.VIEW and facts.alias_arg is None:
+            alias_of = index_of[fx.args[0]] if fx.args and hasattr(fx.args[0], "op") else None
+        if kind is NodeKind.VIEW and alias_of is None:
+            kind = NodeKind.COMPUTE
+        if facts.legacy_c10d:
+            attrs["legacy_c10d"] = True
+        if kind is NodeKind.WAIT:
+            alias_of = inputs[0] if len(inputs) == 1 else None
+        elif kind is NodeKind.COLLECTIVE:
+            collective = _collective_info(fx, facts, bound, nodes, index_of, file)
+            g = collective.group
+            size = _group_size(facts, bound)
+            if size is not None:
+                if g in sized and group_sizes[g] != size:
+                    raise GraphError(f"process group {g!r} is used with group sizes {group_sizes[g]} "
+                                     f"and {size}", file=file, node=fx.name)
+                group_sizes[g] = size
+                sized.add(g)
+            else:
+                group_sizes.setdefault(g, None)
+        nodes.append(Node(kind=kind, op=op, inputs=inputs, args=args, kwargs=kwargs,
+                          collective=collective, alias_of=alias_of, mutates=mutates,
+                          side_effect=facts.side_effect, attrs=attrs, **common))
+    return nodes, group_sizes, sized
+
+
+def _callable_name(target: Any) -> str:
+    mod = getattr(target, "__module__", None)
+    qual = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or str(target)
+    return f"{mod}.{qual}" if mod else str(qual)
+
+
+def _nodes_in(value: Any) -> list[Any]:
+    if hasattr(value, "op") and hasattr(value, "all_input_nodes"):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for x in value for v in _nodes_in(x)]
+    return []
+
+
+def _group_size(facts: Any, bound: dict[str, Any]) -> int | None:
+    size = bound.get("group_size")
+    if isinstance(size, int):
+        return size
+    if facts.collective[0] == "all_to_all":
+        splits = bound.get("output_split_sizes")
+        if isinstance(splits, (list, tuple)) and splits:
+            return len(splits)
+    return None
+
+
+def _collective_info(fx: Any, facts: Any, bound: dict[str, Any], nodes: list[Node],
+                     index_of: dict[Any, int], file: str | None) -> CollectiveInfo:
+    ctype, coalesced, in_place, _out_arg = facts.collective
+    group = bound.get("group_name")
+    if group is None:
+        raise GraphError("collective without a group name", file=file, node=fx.name, field="args")
+    sources = _nodes_in(bound.get("input", bound.get("inputs", bound.get("tensor", bound.get("tensors")))))
+    in_bytes = sum(nodes[index_of[s]].padded_nbytes for s in sources)
+    out_bytes = sum(t.padded_nbytes for t in _tensor_metas(fx.meta.get("val")))
+    reduce_op = bound.get("reduce_op")
+    return CollectiveInfo(
+        type=ctype, group=str(group),
+        reduce_op=str(reduce_op) if reduce_op is not None and ctype in ("all_reduce", "reduce_scatter") else None,
+        in_bytes=in_bytes, out_bytes=out_bytes, coalesced=coalesced, in_place=in_place,
+    )
+
+
+def _tensor_metas(val: Any) -> tuple[TensorMeta, ...]:
+    import torch
+
+    if isinstance(val, torch.Tensor):
+        return (TensorMeta(_dtype_name(val.dtype), tuple(_int(s) for s in val.shape)),)
+    if isinstance(val, (list, tuple)):
+        return tuple(m for v in val for m in _tensor_metas(v))
+    return ()
+
+
+def _int(s: Any) -> int:
+    try:
+        return int(s)
+    except Exception:
+        hint = getattr(getattr(s, "node", None), "hint", None)
+        return int(hint) if hint is not None else 1
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _arg(value: Any, index_of: dict[Any, int], lossy: list[str]) -> Any:
+    """An FX argument as an IR argument (Ref for nodes, Symbol for torch enums)."""
+    import torch
+
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, torch.fx.Node):
+        return Ref(index_of[value])
+    if isinstance(value, torch.dtype):
+        return Symbol("dtype", _dtype_name(value))
+    if isinstance(value, torch.device):
+        return Symbol("device", str(value))
+    if isinstance(value, torch.layout):
+        return Symbol("layout", str(value).removeprefix("torch."))
+    if isinstance(value, torch.memory_format):
+        return Symbol("memory_format", str(value).removeprefix("torch."))
+    if isinstance(value, (list, tuple)):
+        return [_arg(v, index_of, lossy) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _arg(v, index_of, lossy) for k, v in value.items()}
+    lossy.append(type(value).__name__)
+    return str(value)
+
+
+# --------------------------------------------------------------------------- writing
+def reordered_program(graph: Graph, order: list[int] | None = None) -> Any:
+    """A new ExportedProgram whose FX graph lists the nodes in ``order`` (linted, recompiled).
+
+    Placeholders and ``get_attr`` nodes stay first in their original order (the signature
+    depends on it) and the output node stays last; every other node follows ``order``, which
+    must list each node after its data inputs. ``graph.payload`` is not modified.
+    """
+    import torch
+
+    ep = graph.payload
+    if not isinstance(ep, torch.export.ExportedProgram):
+        raise OptionError("only a graph loaded from .pt2 (or an ExportedProgram) can be written "
+                          "as .pt2; write it as .json instead", file=graph.source_path)
+    fx_nodes = list(ep.graph_module.graph.nodes)
+    n = len(fx_nodes)
+    if n != len(graph.nodes):
+        raise ValueError("the graph's ExportedProgram does not match its nodes")
+    order = list(range(n)) if order is None else list(order)
+    if sorted(order) != list(range(n)):
+        raise ValueError("order is not a permutation of the graph's node indices")
+    head = [i for i in range(n) if fx_nodes[i].op in ("placeholder", "get_attr")]
+    tail = [i for i in range(n) if fx_nodes[i].op == "output"]
+    fixed = set(head) | set(tail)
+    body = [i for i in order if i not in fixed]
+    new_graph = torch.fx.Graph()
+    env: dict[Any, Any] = {}
+    for i in [*head, *body, *tail]:
+        old = fx_nodes[i]
+        try:
+            env[old] = new_graph.node_copy(old, lambda x: env[x])
+        except KeyError as exc:
+            raise ValueError(f"order lists {old.name!r} before its input {exc.args[0]}") from None
+    new_graph.lint()
+    gm = torch.fx.GraphModule(ep.graph_module, new_graph)
+    gm.meta.update(ep.graph_module.meta)
+    gm.recompile()
+    return ep._update(gm, ep.graph_signature)
+
+
+def save_pt2(graph: Graph, path: str | os.PathLike[str], order: list[int] | None = None) -> None:
+    """Write ``graph`` as a ``.pt2`` archive with its nodes in ``order``, atomically.
+
+    The archive keeps the graph's process groups (those with known ranks) in its record.
+    """
+    import torch
+
+    ep = reordered_program(graph, order)
+    doc = groups_document_of(graph)
+    extra = {ARCHIVE_GROUPS_NAME: dumps_groups(doc)} if doc.groups or doc.world_size else {}
+    buf = io.BytesIO()
+    torch.export.save(ep, buf, extra_files=extra)
+    atomic.write_bytes(Path(path), buf.getvalue())
