@@ -44,3 +44,12 @@ lint: install
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache .hypothesis
+
+# Headless Chromium for the report's real-browser test (tests/report/test_browser.py).
+# Installs the Debian packages only when missing; needs root (CI runs as root).
+browser-deps:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
+		echo "chromium and chromedriver present"; \
+	else \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver; \
+	fi

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from commopt.ir.graph import Graph, NodeKind
 from commopt.schemas.report import Reason
-from commopt.sim.result import CollectiveTiming, SimResult
+from commopt.sim.result import COMPUTE_LANE, CollectiveTiming, SimResult
 
 #: Queueing counts as a reason when it is at least this share of the exposed time.
 QUEUED_SHARE = 0.25
@@ -140,7 +140,7 @@ def explain_exposed(
     reasons.append(Reason(
         code="schedule",
         text=f"{_us(indep_us)} of independent compute exists, but this order runs only "
-             f"{_us(window_us)} between its issue and its wait; reordering can hide more",
+             f"{_us(window_us)} between its issue and its wait; a better order could hide more",
     ))
     return reasons
 
@@ -169,12 +169,14 @@ def _memory(graph: Graph, order: Sequence[int], pos: list[int], c: int,
     """Whether issuing ``c`` when its inputs are ready would push live memory over budget."""
     nodes = graph.nodes
     preds = list(graph.preds(c))
-    if not preds:
-        ready_us = 0.0
-    else:
-        last = max(preds, key=lambda j: pos[j])
-        ends = [e.end_us for e in sim.events if e.node == last]
-        ready_us = max(ends) if ends else 0.0
+    ready_us = 0.0
+    if preds:
+        # the compute stream's clock right after the last node the collective must follow
+        ends = {e.node: e.end_us for e in sim.events if e.lane == COMPUTE_LANE}
+        for k in range(max(pos[j] for j in preds), -1, -1):
+            if order[k] in ends:
+                ready_us = ends[order[k]]
+                break
     if ready_us >= timing.issue_us:
         return None
     extra = nodes[c].padded_nbytes

@@ -67,15 +67,24 @@ def top_exposed(report: OverlapReport) -> list[CollectiveReport]:
     return [by_name[name] for name in report.top_exposed]
 
 
-def top_rows(report: OverlapReport) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows of the most exposed collectives, each with its reasons."""
-    headers = ["#", "collective", "group", "type", "bytes", "duration", "exposed", "why not hidden"]
+def top_rows(report: OverlapReport, *, with_reasons: bool = True) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the most exposed collectives, each with its reasons (last column)."""
+    headers = ["#", "collective", "group", "type", "bytes", "duration", "exposed"]
+    if with_reasons:
+        headers.append("why not hidden")
     rows = []
     for k, c in enumerate(top_exposed(report), 1):
-        why = "; ".join(f"{r.code.replace('_', ' ')}: {r.text}" for r in c.reasons)
-        rows.append([str(k), c.node, c.group, c.type, fmt.nbytes(c.bytes),
-                     fmt.us(c.end_us - c.start_us), fmt.us(c.exposed_us), why])
+        row = [str(k), c.node, c.group, c.type, fmt.nbytes(c.bytes),
+               fmt.us(c.end_us - c.start_us), fmt.us(c.exposed_us)]
+        if with_reasons:
+            row.append(reasons_text(c))
+        rows.append(row)
     return headers, rows
+
+
+def reasons_text(c: CollectiveReport) -> str:
+    """The reasons of one collective as one line: 'queued: ...; schedule: ...'."""
+    return "; ".join(f"{r.code.replace('_', ' ')}: {r.text}" for r in c.reasons)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,10 @@ from commopt.schemas.report import OverlapReport
 TIMELINE_ROWS = 40
 
 
+#: Columns that may wrap when the console is narrow; every other column keeps its width.
+_WRAP = ("node", "metric", "collective")
+
+
 def _plain(console: Console) -> bool:
     return not console.is_terminal or console.no_color
 
@@ -27,7 +31,8 @@ def _table(console: Console, title: str, headers: list[str], rows: list[list[str
     t = Table(title=title, title_justify="left", box=box.ASCII if plain else box.SIMPLE_HEAVY,
               header_style="" if plain else "bold", title_style="" if plain else "bold")
     for h in headers:
-        t.add_column(h, justify="right" if h in right else "left", overflow="fold")
+        t.add_column(h, justify="right" if h in right else "left", overflow="fold",
+                     no_wrap=not (h in _WRAP or h.startswith("in flight")))
     for r in rows:
         t.add_row(*r)
     return t
@@ -53,11 +58,19 @@ def render_text(report: OverlapReport, console: Console, *,
     if rows:
         console.print(_table(console, "communication by process group", headers, rows,
                              right=tuple(headers[1:])))
-    headers, rows = tables.top_rows(report)
+    top = tables.top_exposed(report)
     label = report.final.label
-    if rows:
+    if top:
+        headers = ["#", "collective", "group", "type", "bytes", "exposed of duration"]
+        rows = [[str(k), c.node, c.group, c.type, fmt.nbytes(c.bytes),
+                 f"{c.exposed_us:,.1f} of {fmt.us(c.end_us - c.start_us)}"]
+                for k, c in enumerate(top, 1)]
         console.print(_table(console, f"most exposed collectives ({label})", headers, rows,
-                             right=("#", "bytes", "duration", "exposed")))
+                             right=("#", "bytes", "exposed of duration")))
+        console.print("why they are not hidden:", markup=False, highlight=False)
+        for k, c in enumerate(top, 1):
+            console.print(f"  {k}. {c.node}: {tables.reasons_text(c)}", markup=False,
+                          highlight=False)
     else:
         console.print(f"no exposed collectives ({label})", markup=False, highlight=False)
     for note in report.notes:

@@ -1,0 +1,90 @@
+"""``commopt report``: overlap before/after in the terminal, HTML, Chrome trace, Markdown, JSON."""
+
+from __future__ import annotations
+
+import click
+from commopt.cli.app import App
+from commopt.cli.options import (
+    emit_json,
+    format_option,
+    graph_argument,
+    group_options,
+    load_graph_for_cli,
+    pass_app,
+)
+
+_file = click.Path(dir_okay=False, path_type=str)
+
+
+@click.command("report")
+@graph_argument
+@click.option("--reordered", "reordered", type=_file, default=None,
+              help="The same graph in another order (e.g. written by commopt optimize); nodes "
+                   "are matched by name and shown as 'after'.")
+@click.option("--html", "html_path", type=_file, default=None,
+              help="Write a self-contained HTML report (timelines, memory, tables).")
+@click.option("--trace", "trace_path", type=_file, default=None,
+              help="Write a Chrome trace (open in Perfetto or chrome://tracing).")
+@click.option("--markdown", "markdown_path", type=_file, default=None,
+              help="Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).")
+@click.option("--estimator", default=None, metavar="SPEC",
+              help="Estimator chain, e.g. profile,analytical [default: analytical].")
+@click.option("--hardware", default=None, help="Hardware preset or JSON file [default: h100].")
+@click.option("--gpus-per-node", type=click.IntRange(1), default=None,
+              help="GPUs per host, for intra- vs inter-node links [default: 8].")
+@click.option("--profile", default=None, type=_file, help="Calibrated profile or Kineto trace.")
+@click.option("--table", default=None, type=_file, help="Durations table (JSON or CSV).")
+@click.option("--max-memory-increase", type=click.FloatRange(0.0), default=None,
+              help="Memory budget used to explain exposure, as a fraction over the original "
+                   "peak [default: the passes' default].")
+@click.option("--top", type=click.IntRange(0), default=10, show_default=True,
+              help="Explain this many of the most exposed collectives.")
+@click.option("--timeline-rows", type=click.IntRange(0), default=40, show_default=True,
+              help="Rows of the terminal timeline (0: all).")
+@group_options
+@format_option
+@pass_app
+def report_cmd(app: App, graph: str, reordered: str | None, html_path: str | None,
+               trace_path: str | None, markdown_path: str | None, estimator: str | None,
+               hardware: str | None, gpus_per_node: int | None, profile: str | None,
+               table: str | None, max_memory_increase: float | None, top: int,
+               timeline_rows: int, groups_file: str | None, mesh: str | None, fmt: str) -> None:
+    """Show how much communication GRAPH hides, before and after a reorder."""
+    from commopt.config import load_config
+    from commopt.estimators import EstimatorOptions
+    from commopt.report.compare import compare_graphs
+    from commopt.report.html import write_html
+    from commopt.report.markdown import append_step_summary, render_markdown
+    from commopt.report.text import render_text
+    from commopt.report.trace import write_trace
+
+    cfg = load_config().with_overrides({
+        "estimator": estimator, "hardware": hardware, "gpus_per_node": gpus_per_node,
+        "profile": profile, "table": table, "max_memory_increase": max_memory_increase,
+    })
+    g = load_graph_for_cli(graph, groups_file, mesh)
+    r = load_graph_for_cli(reordered, groups_file, mesh) if reordered is not None else None
+    report = compare_graphs(g, r, estimator_options=EstimatorOptions.from_mapping(cfg.values),
+                            max_memory_increase=cfg.get("max_memory_increase"), top=top)
+    written = []
+    if html_path is not None:
+        write_html(report, html_path)
+        written.append(html_path)
+    if trace_path is not None:
+        write_trace(report, trace_path)
+        written.append(trace_path)
+    markdown = render_markdown(report)
+    if markdown_path is not None:
+        from commopt.io import atomic
+
+        atomic.write_text(markdown_path, markdown)
+        written.append(markdown_path)
+    summary = append_step_summary(markdown)
+    if fmt == "json":
+        emit_json(app, report)
+    else:
+        render_text(report, app.out, timeline_rows=timeline_rows)
+    for path in written:
+        app.info(f"wrote {path}")
+    if summary is not None:
+        app.debug(f"appended the summary to {summary}")

@@ -1,0 +1,246 @@
+(function () {
+  "use strict";
+  var NS = "http://www.w3.org/2000/svg";
+  var D = JSON.parse(document.getElementById("commopt-data").textContent);
+  var ROW_H = 20, ROW_GAP = 3, AXIS_H = 18, MEM_H = 60, MIN_PX = 1.5, AGG_PX = 3;
+  var MAX_ZOOM = 65536;
+  var KINDS = ["compute", "collective", "wait"];
+  var zoom = 1;
+  var panels = [];
+  var tip = document.getElementById("tip");
+  var syncing = false;
+
+  function el(tag, attrs, parent) {
+    var e = document.createElementNS(NS, tag);
+    for (var k in attrs) { if (Object.prototype.hasOwnProperty.call(attrs, k)) e.setAttribute(k, attrs[k]); }
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function num(x, digits) {
+    var s = x.toFixed(digits), parts = s.split(".");
+    parts[0] = parts[0].replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+    return parts.join(".");
+  }
+  function us(x) { return num(x, 1) + " us"; }
+  function bytes(b) {
+    var units = ["B", "KiB", "MiB", "GiB", "TiB"], v = b, u = 0;
+    while (Math.abs(v) >= 1024 && u < units.length - 1) { v /= 1024; u += 1; }
+    return u === 0 ? v.toFixed(0) + " B" : v.toFixed(1) + " " + units[u];
+  }
+
+  function setup() {
+    D.schedules.forEach(function (s) {
+      var sec = document.getElementById("sched-" + s.label);
+      var labels = sec.querySelector(".labels");
+      var scroll = sec.querySelector(".scroll");
+      var svg = el("svg", {"class": "timeline"}, scroll);
+      var p = {s: s, sec: sec, scroll: scroll, svg: svg, lanes: []};
+      var head = document.createElement("div");
+      head.style.height = AXIS_H + "px";
+      labels.appendChild(head);
+      p.axis = el("g", {"class": "axis"}, svg);
+      var y = AXIS_H;
+      s.lanes.forEach(function (lane, li) {
+        var h = lane.rows * (ROW_H + ROW_GAP) + ROW_GAP;
+        var label = document.createElement("div");
+        label.style.height = h + "px";
+        label.textContent = lane.name;
+        label.title = lane.name + ": " + lane.events + " spans";
+        labels.appendChild(label);
+        var bg = el("rect", {"class": "lane-bg" + (li % 2 ? " odd" : ""), x: 0, y: y, height: h}, svg);
+        var g = el("g", {"class": "lane", "data-lane": lane.name, "data-events": lane.events,
+                         "data-rows": lane.rows, transform: "translate(0," + (y + ROW_GAP) + ")"}, svg);
+        var maxDur = 0, ev = lane.ev;
+        for (var k = 0; k < ev.length; k += 5) { maxDur = Math.max(maxDur, ev[k + 1] - ev[k]); }
+        p.lanes.push({lane: lane, g: g, bg: bg, maxDur: maxDur});
+        y += h;
+      });
+      var memLabel = document.createElement("div");
+      memLabel.style.height = MEM_H + "px";
+      memLabel.textContent = "memory (peak " + bytes(s.peak_bytes) + ")";
+      labels.appendChild(memLabel);
+      p.memBg = el("rect", {"class": "lane-bg", x: 0, y: y, height: MEM_H}, svg);
+      p.mem = el("polyline", {"class": "mem"}, svg);
+      p.memY = y;
+      y += MEM_H;
+      p.height = y;
+      svg.setAttribute("height", y);
+      svg.addEventListener("mouseover", function (e) { showTip(p, e); });
+      svg.addEventListener("mousemove", moveTip);
+      svg.addEventListener("mouseout", function () { tip.style.display = "none"; });
+      scroll.addEventListener("scroll", function () { onScroll(p); });
+      scroll.addEventListener("wheel", onWheel, {passive: false});
+      panels.push(p);
+    });
+  }
+
+  function baseWidth() { return Math.max(200, panels.length ? panels[0].scroll.clientWidth : 800); }
+  function fullWidth() { return baseWidth() * zoom; }
+
+  function lowerBound(ev, t) {
+    var lo = 0, hi = ev.length / 5;
+    while (lo < hi) {
+      var mid = (lo + hi) >> 1;
+      if (ev[mid * 5] < t) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+
+  function drawLane(pl, pxPerUs, t0, t1) {
+    var g = pl.g, ev = pl.lane.ev, n = ev.length / 5;
+    while (g.firstChild) g.removeChild(g.firstChild);
+    var pending = [];
+    function kindOf(k) { return ev[k * 5 + 4] === 1 ? "exposed" : KINDS[D.nodes.kind[ev[k * 5 + 2]]]; }
+    function rect(x, w, row, cls, first, last, count) {
+      el("rect", {"class": "ev " + cls, x: x.toFixed(2), y: row * (ROW_H + ROW_GAP),
+                  width: Math.max(w, 1).toFixed(2), height: ROW_H,
+                  "data-i": first, "data-j": last, "data-n": count}, g);
+    }
+    function flush(row) {
+      var a = pending[row];
+      if (!a) return;
+      pending[row] = null;
+      if (a.count === 1) { rect(a.x0, a.x1 - a.x0, row, "k-" + kindOf(a.first), a.first, a.last, 1); return; }
+      // a merged run is drawn in the colour of what fills most of it
+      var kind = a.exposedUs * 2 > a.busyUs ? "exposed" : kindOf(a.first);
+      rect(a.x0, a.x1 - a.x0, row, "agg k-" + kind, a.first, a.last, a.count);
+    }
+    for (var k = lowerBound(ev, t0 - pl.maxDur); k < n; k++) {
+      var s = ev[k * 5], e = ev[k * 5 + 1], row = ev[k * 5 + 3];
+      if (s > t1) break;
+      if (e < t0) continue;
+      var x = s * pxPerUs, w = (e - s) * pxPerUs, a = pending[row];
+      var exposedUs = ev[k * 5 + 4] === 1 ? e - s : 0;
+      if (w >= MIN_PX) { flush(row); rect(x, w, row, "k-" + kindOf(k), k, k, 1); continue; }
+      if (a && x - a.x1 <= MIN_PX && a.x1 - a.x0 < AGG_PX) {
+        a.x1 = Math.max(a.x1, x + w); a.last = k; a.count += 1;
+        a.busyUs += e - s; a.exposedUs += exposedUs;
+      } else {
+        flush(row);
+        pending[row] = {x0: x, x1: x + w, first: k, last: k, count: 1, busyUs: e - s,
+                        exposedUs: exposedUs};
+      }
+    }
+    for (var r = 0; r < pending.length; r++) flush(r);
+  }
+
+  function niceStep(raw) {
+    var p = Math.pow(10, Math.floor(Math.log10(raw))), m = raw / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+  }
+
+  function drawAxis(p, pxPerUs, t0, t1) {
+    var a = p.axis;
+    while (a.firstChild) a.removeChild(a.firstChild);
+    var step = niceStep(100 / pxPerUs);
+    for (var t = Math.floor(t0 / step) * step; t <= t1; t += step) {
+      var x = (t * pxPerUs).toFixed(1);
+      el("line", {"class": "tick", x1: x, x2: x, y1: AXIS_H - 4, y2: p.height}, a);
+      var label = el("text", {x: (t * pxPerUs + 2).toFixed(1), y: AXIS_H - 6}, a);
+      label.textContent = num(t, step < 1 ? 2 : 0) + " us";
+    }
+  }
+
+  function drawMemory(p, pxPerUs) {
+    var mem = p.s.mem, peak = D.mem_peak || 1, pts = [], prevY = null;
+    var top = p.memY + 4, h = MEM_H - 8;
+    for (var k = 0; k < mem.length; k += 2) {
+      var x = (mem[k] * pxPerUs).toFixed(1), y = (top + h - mem[k + 1] / peak * h).toFixed(1);
+      if (prevY !== null) pts.push(x + "," + prevY);
+      pts.push(x + "," + y);
+      prevY = y;
+    }
+    if (prevY !== null) pts.push((p.s.makespan_us * pxPerUs).toFixed(1) + "," + prevY);
+    p.mem.setAttribute("points", pts.join(" "));
+  }
+
+  function render(p) {
+    var W = fullWidth(), pxPerUs = W / D.span_us;
+    p.svg.setAttribute("width", W);
+    var x0 = p.scroll.scrollLeft, vw = p.scroll.clientWidth || W;
+    var t0 = x0 / pxPerUs, t1 = (x0 + vw) / pxPerUs;
+    p.lanes.forEach(function (pl) { pl.bg.setAttribute("width", W); drawLane(pl, pxPerUs, t0, t1); });
+    p.memBg.setAttribute("width", W);
+    drawAxis(p, pxPerUs, t0, t1);
+    drawMemory(p, pxPerUs);
+  }
+
+  function renderAll() {
+    panels.forEach(render);
+    document.getElementById("zoom").textContent = zoom + "x";
+  }
+
+  var pending = false;
+  function onScroll(src) {
+    if (syncing) return;
+    syncing = true;
+    panels.forEach(function (p) { if (p !== src) p.scroll.scrollLeft = src.scroll.scrollLeft; });
+    syncing = false;
+    if (!pending) {
+      pending = true;
+      window.requestAnimationFrame(function () { pending = false; renderAll(); });
+    }
+  }
+
+  function setZoom(z, anchorFrac) {
+    z = Math.max(1, Math.min(MAX_ZOOM, z));
+    var p = panels[0];
+    if (!p) return;
+    var vw = p.scroll.clientWidth, frac = anchorFrac === undefined ? 0.5 : anchorFrac;
+    var at = (p.scroll.scrollLeft + vw * frac) / fullWidth();
+    zoom = z;
+    panels.forEach(function (q) { q.svg.setAttribute("width", fullWidth()); });
+    syncing = true;
+    panels.forEach(function (q) { q.scroll.scrollLeft = Math.max(0, at * fullWidth() - vw * frac); });
+    syncing = false;
+    renderAll();
+  }
+
+  function onWheel(e) {
+    if (!e.ctrlKey) return;
+    e.preventDefault();
+    var box = e.currentTarget.getBoundingClientRect();
+    setZoom(e.deltaY < 0 ? zoom * 2 : zoom / 2, (e.clientX - box.left) / box.width);
+  }
+
+  function showTip(p, e) {
+    var t = e.target;
+    if (!t.hasAttribute || !t.hasAttribute("data-i")) { tip.style.display = "none"; return; }
+    var lane = t.parentNode.getAttribute("data-lane");
+    var pl = p.lanes.filter(function (q) { return q.lane.name === lane; })[0];
+    var ev = pl.lane.ev, i = +t.getAttribute("data-i"), j = +t.getAttribute("data-j");
+    var n = +t.getAttribute("data-n"), N = D.nodes, text;
+    if (n === 1) {
+      var node = ev[i * 5 + 2], dur = ev[i * 5 + 1] - ev[i * 5];
+      text = N.name[node] + "\n" + D.ops[N.op[node]] + " (" + KINDS[N.kind[node]] + ")" +
+        (ev[i * 5 + 4] === 1 ? "\nexposed: compute idle " + us(dur) : "\nduration " + us(dur)) +
+        "\n" + us(ev[i * 5]) + " to " + us(ev[i * 5 + 1]) + "\nbytes " + bytes(N.bytes[node]) +
+        (N.group[node] ? "\ngroup " + N.group[node] : "");
+    } else {
+      var busy = 0, exposed = 0;
+      for (var k = i; k <= j; k++) {
+        busy += ev[k * 5 + 1] - ev[k * 5];
+        if (ev[k * 5 + 4] === 1) exposed += ev[k * 5 + 1] - ev[k * 5];
+      }
+      text = n + " short spans merged (zoom in to see each)\n" + N.name[ev[i * 5 + 2]] +
+        " ... " + N.name[ev[j * 5 + 2]] + "\nbusy " + us(busy - exposed) +
+        (exposed > 0 ? ", exposed waits " + us(exposed) : "") + "\nfrom " + us(ev[i * 5]) +
+        " to " + us(ev[j * 5 + 1]);
+    }
+    tip.textContent = text;
+    tip.style.display = "block";
+    moveTip(e);
+  }
+  function moveTip(e) {
+    tip.style.left = Math.min(e.clientX + 12, window.innerWidth - 430) + "px";
+    tip.style.top = (e.clientY + 14) + "px";
+  }
+
+  document.getElementById("zoom-in").addEventListener("click", function () { setZoom(zoom * 2); });
+  document.getElementById("zoom-out").addEventListener("click", function () { setZoom(zoom / 2); });
+  document.getElementById("zoom-fit").addEventListener("click", function () { setZoom(1); });
+  window.addEventListener("resize", renderAll);
+  setup();
+  renderAll();
+  document.body.setAttribute("data-ready", "1");
+}());
