@@ -1,0 +1,668 @@
+"""The plain-data model of a runner script, built from a graph, an order and a buffer plan.
+
+Everything graph-specific that the script needs is decided here, once, and checked: group
+rank sets, input shapes per rank, arena sizes and buffer offsets, the operations to resolve,
+the nodes to emulate, and the statements of the two step functions (the optimized order on
+the arenas, the original order on fresh tensors). :mod:`commopt.codegen.render` only pastes
+these values into the template.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from commopt.codegen.names import clean, comment, identifier, literal
+from commopt.errors import GraphError, OptionError
+from commopt.ir.args import Symbol, iter_refs
+from commopt.ir.graph import DTYPE_BYTES, Graph, Node, NodeKind, Ref, TensorMeta
+
+#: ``namespace.op.overload``, no dunder parts: the only op strings resolved for real.
+_OP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
+_GETITEM_OPS = ("getitem", "operator.getitem", "_operator.getitem")
+_REDUCE_OPS = {"sum": "SUM", "avg": "AVG", "product": "PRODUCT", "prod": "PRODUCT",
+               "min": "MIN", "max": "MAX", "band": "BAND", "bor": "BOR", "bxor": "BXOR"}
+_LAYOUTS = ("strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
+            "_mkldnn", "jagged")
+_MEMORY_FORMATS = ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format")
+_SUPPORTED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                          "broadcast", "barrier")
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """A process group to create: its c10d name, size and every rank set (None: the world)."""
+
+    var: str
+    name: str
+    size: int
+    rank_sets: tuple[tuple[int, ...], ...] | None
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A graph input: its name in ``--inputs`` files, dtype and local shape per rank."""
+
+    var: str
+    name: str
+    dtype: str
+    shapes: tuple[tuple[int, ...], ...]
+    role: str
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """A communication buffer's view: arena (group variable), byte offset, dtype, shape."""
+
+    var: str
+    group_var: str
+    offset_bytes: int
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class EmulatedSpec:
+    """A node without a runnable operation: busy-wait ``duration_us``, then yield filled outputs."""
+
+    var: str
+    duration_us: float
+    outputs: tuple[tuple[str, tuple[int, ...]], ...]
+    fill: float
+
+
+@dataclass
+class RunnerModel:
+    """Everything the template needs, as plain values and checked code lines."""
+
+    graph_name: str
+    source: str
+    world_size: int | None
+    plan_digest: str
+    groups: list[GroupSpec]
+    inputs: list[InputSpec]
+    arenas: list[tuple[str, int]]
+    buffers: list[BufferSpec]
+    ops: dict[str, str]
+    emulated: list[EmulatedSpec]
+    optimized: list[str]
+    original: list[str]
+    copies_per_iter: int = 0
+    zero_copy_per_iter: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------- building
+def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel:
+    """Check ``graph``, ``order`` and ``plan`` and decide every value of the runner."""
+    _check_order(graph, order)
+    groups = _group_specs(graph)
+    group_var = {g.name: g.var for g in groups}
+    value_var = [identifier("n", n.index, n.name) for n in graph.nodes]
+    arenas, buffers, slots, digest = _plan_tables(graph, order, plan, group_var)
+    ops: dict[str, str] = {}
+    emulated: list[EmulatedSpec] = []
+    notes: list[str] = []
+    lowering = _Lowering(graph, value_var, group_var, ops, emulated, notes)
+    optimized = lowering.body(order, slots)
+    copies, zero_copy = lowering.copies, lowering.zero_copy
+    original = lowering.body(graph.original_order, None)
+    return RunnerModel(
+        graph_name=graph.name,
+        source=graph.source_path or "",
+        world_size=_world_size(graph),
+        plan_digest=digest,
+        groups=groups,
+        inputs=_input_specs(graph, value_var),
+        arenas=arenas,
+        buffers=buffers,
+        ops=ops,
+        emulated=emulated,
+        optimized=optimized,
+        original=original,
+        copies_per_iter=copies,
+        zero_copy_per_iter=zero_copy,
+        notes=notes,
+    )
+
+
+def _check_order(graph: Graph, order: list[int]) -> None:
+    if sorted(order) != graph.original_order:
+        raise OptionError("the order is not a permutation of the graph's nodes", field="order")
+    seen = [False] * len(graph)
+    for i in order:
+        for j in graph.preds(i):
+            if not seen[j]:
+                raise OptionError(
+                    f"the order puts {graph.nodes[i].name!r} before its predecessor "
+                    f"{graph.nodes[j].name!r}", node=graph.nodes[i].name, field="order")
+        seen[i] = True
+
+
+def _world_size(graph: Graph) -> int | None:
+    if graph.world_size is not None:
+        return graph.world_size
+    if graph.mesh:
+        return math.prod(graph.mesh.values())
+    return None
+
+
+def _group_specs(graph: Graph) -> list[GroupSpec]:
+    """Groups in creation order: numeric c10d names numerically (the order c10d named them)."""
+    names = sorted(graph.groups, key=lambda s: (0, int(s), s) if s.isdigit() else (1, 0, s))
+    world = _world_size(graph)
+    specs = []
+    for k, name in enumerate(names):
+        g = graph.groups[name]
+        rank_sets = _rank_sets(graph, g.name, g.size, g.ranks, g.mesh_dim, world)
+        specs.append(GroupSpec(identifier("g", k, name), name, g.size, rank_sets))
+    return specs
+
+
+def _rank_sets(graph: Graph, name: str, size: int, ranks: tuple[int, ...] | None,
+               mesh_dim: str | None, world: int | None) -> tuple[tuple[int, ...], ...] | None:
+    mesh = graph.mesh or {}
+    if mesh_dim is not None and mesh_dim in mesh:
+        dims = list(mesh)
+        sizes = [mesh[d] for d in dims]
+        k = dims.index(mesh_dim)
+        strides = [math.prod(sizes[j + 1:]) for j in range(len(sizes))]
+        sets = []
+        for base in range(math.prod(sizes)):
+            if (base // strides[k]) % sizes[k] == 0:
+                sets.append(tuple(base + strides[k] * c for c in range(sizes[k])))
+        if ranks is None or tuple(sorted(ranks)) in sets:
+            return tuple(sets)
+    if ranks is not None:
+        if len(ranks) != size:
+            raise GraphError(f"process group {name!r} lists {len(ranks)} ranks but has size {size}",
+                             file=graph.source_path, field="process_groups")
+        return (tuple(sorted(ranks)),)
+    if world is None or size == world:
+        return None
+    raise GraphError(
+        f"process group {name!r} ({size} of {world} ranks) has no ranks or mesh dimension; "
+        "give them with --groups or --mesh", file=graph.source_path, field="process_groups")
+
+
+def _input_specs(graph: Graph, value_var: list[str]) -> list[InputSpec]:
+    specs = []
+    world = _world_size(graph)
+    for node in graph.nodes:
+        if node.kind is not NodeKind.INPUT:
+            continue
+        if len(node.outputs) != 1:
+            raise GraphError("an input node needs exactly one output tensor", file=graph.source_path,
+                             node=node.name, field="outputs")
+        meta = node.outputs[0]
+        _check_tensor(graph, node, meta)
+        shapes = _shapes_per_rank(graph, meta, world)
+        specs.append(InputSpec(value_var[node.index], node.name, meta.dtype, shapes,
+                               str(node.attrs.get("role", "user_input"))))
+    return specs
+
+
+def _shapes_per_rank(graph: Graph, meta: TensorMeta, world: int | None) -> tuple[tuple[int, ...], ...]:
+    """Each rank's local shape where shards are uneven (from the logical shape); else one."""
+    if (meta.max_shape is None or meta.logical_shape is None or meta.placements is None
+            or not graph.mesh or world is None or len(meta.placements) != len(graph.mesh)):
+        return (meta.shape,)
+    sizes = list(graph.mesh.values())
+    shapes = []
+    for rank in range(world):
+        coords, rest = [], rank
+        for s in reversed(sizes):
+            coords.append(rest % s)
+            rest //= s
+        coords.reverse()
+        shape = list(meta.logical_shape)
+        for placement, n, c in zip(meta.placements, sizes, coords, strict=True):
+            m = re.fullmatch(r"S\((\d+)\)", placement)
+            if m and int(m.group(1)) < len(shape):
+                d = int(m.group(1))
+                chunk = -(-shape[d] // n)
+                shape[d] = max(0, min(chunk, shape[d] - c * chunk))
+        shapes.append(tuple(shape))
+    if shapes[0] != tuple(meta.shape):
+        return (meta.shape,)
+    return tuple(shapes)
+
+
+def _check_tensor(graph: Graph, node: Node, meta: TensorMeta) -> None:
+    if meta.dtype not in DTYPE_BYTES:
+        raise GraphError(f"unknown dtype {meta.dtype!r}", file=graph.source_path, node=node.name,
+                         field="outputs")
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in meta.shape):
+        raise GraphError("shapes must be non-negative integers", file=graph.source_path,
+                         node=node.name, field="outputs")
+
+
+# ---------------------------------------------------------------------- buffer plan
+@dataclass(frozen=True)
+class _Slot:
+    var: str
+    zero_copy: bool
+
+
+def _plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str, str]):
+    """Arenas, buffer views and, per (collective, role, tensor), the view to use."""
+    if plan is None:
+        return [], [], {}, ""
+    expected = order_sha256(graph, order)
+    if getattr(plan, "order_sha256", expected) != expected:
+        raise OptionError("the buffer plan was made for a different order of this graph; "
+                          "plan again for this order", field="plan")
+    arenas: list[tuple[str, int]] = []
+    buffers: list[BufferSpec] = []
+    slots: dict[tuple[int, str, int], _Slot] = {}
+    for arena in plan.groups:
+        if arena.group not in group_var:
+            raise OptionError(f"the plan has an arena for unknown group {arena.group!r}",
+                              field="plan.groups")
+        gv = group_var[arena.group]
+        arenas.append((gv, int(arena.arena_bytes)))
+        for k, buf in enumerate(arena.buffers):
+            if buf.node not in graph.index_of:
+                raise OptionError(f"the plan has a buffer for unknown node {buf.node!r}",
+                                  field="plan.groups.buffers")
+            coll = graph.index_of[buf.node]
+            if buf.dtype not in DTYPE_BYTES:
+                raise OptionError(f"buffer {buf.name!r} has unknown dtype {buf.dtype!r}",
+                                  field="plan.groups.buffers")
+            shape = tuple(int(d) for d in (buf.max_shape or buf.shape))
+            nbytes = math.prod(shape) * DTYPE_BYTES[buf.dtype]
+            if buf.offset_bytes % DTYPE_BYTES[buf.dtype] or buf.offset_bytes + nbytes > arena.arena_bytes:
+                raise OptionError(f"buffer {buf.name!r} does not fit its arena at its offset",
+                                  field="plan.groups.buffers")
+            var = identifier("b", len(buffers), f"{buf.node}_{buf.role}{buf.tensor_index}")
+            del k
+            buffers.append(BufferSpec(var, gv, int(buf.offset_bytes), buf.dtype, shape))
+            slots[(coll, buf.role, int(buf.tensor_index))] = _Slot(var, bool(buf.zero_copy))
+    return arenas, buffers, slots, str(plan.digest)
+
+
+def order_sha256(graph: Graph, order: list[int]) -> str:
+    """sha256 of the node names in ``order``, one per line: how plans name their order."""
+    from commopt.buffers.digest import order_digest
+
+    return order_digest(graph, order)
+
+
+# ---------------------------------------------------------------------- lowering
+class _Lowering:
+    """Turns an order into the statements of one step function."""
+
+    def __init__(self, graph: Graph, value_var: list[str], group_var: dict[str, str],
+                 ops: dict[str, str], emulated: list[EmulatedSpec], notes: list[str]) -> None:
+        self.graph = graph
+        self.value_var = value_var
+        self.group_var = group_var
+        self.ops = ops
+        self.emulated = emulated
+        self.emulated_var: dict[int, str] = {}
+        self.notes = notes
+        self.copies = 0
+        self.zero_copy = 0
+        self.targets: dict[int, str] = {}
+
+    # ------------------------------------------------------------ helpers
+    def fail(self, node: Node, message: str, field: str | None = None) -> GraphError:
+        return GraphError(message, file=self.graph.source_path, node=node.name, field=field)
+
+    def op_var(self, op: str) -> str:
+        for var, known in self.ops.items():
+            if known == op:
+                return var
+        var = clean(op) or "op"
+        base, k = var, 2
+        while var in self.ops:
+            var = f"{base}_{k}"
+            k += 1
+        self.ops[var] = op
+        return var
+
+    def expr(self, node: Node, value: Any) -> str:
+        """Source text of an argument value (references become variables)."""
+        if isinstance(value, Ref):
+            return self.value_var[value.index]
+        if isinstance(value, Symbol):
+            return self.symbol(node, value)
+        if isinstance(value, list):
+            return "[" + ", ".join(self.expr(node, v) for v in value) + "]"
+        if isinstance(value, tuple):
+            inner = ", ".join(self.expr(node, v) for v in value)
+            return f"({inner},)" if len(value) == 1 else f"({inner})"
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{literal(str(k))}: {self.expr(node, v)}"
+                                   for k, v in value.items()) + "}"
+        try:
+            return literal(value)
+        except TypeError:
+            raise self.fail(node, f"argument of type {type(value).__name__} cannot be generated",
+                            "args") from None
+
+    def symbol(self, node: Node, sym: Symbol) -> str:
+        value = sym.value.removeprefix("torch.")
+        if sym.kind == "dtype" and value in DTYPE_BYTES:
+            return f"torch.{value}"
+        if sym.kind == "device":
+            return "device"
+        if sym.kind == "layout" and value in _LAYOUTS:
+            return f"torch.{value}"
+        if sym.kind == "memory_format" and value in _MEMORY_FORMATS:
+            return f"torch.{value}"
+        raise self.fail(node, f"unknown {sym.kind} {sym.value!r}", "args")
+
+    def call(self, node: Node, extra_kwargs: str = "") -> str:
+        parts = [self.expr(node, a) for a in node.args]
+        plain = {k: v for k, v in node.kwargs.items() if str(k).isidentifier() and k != "device"}
+        for k, v in node.kwargs.items():
+            if k == "device":
+                parts.append("device=device")
+            elif k in plain:
+                parts.append(f"{k}={self.expr(node, v)}")
+        odd = {k: v for k, v in node.kwargs.items() if not str(k).isidentifier()}
+        if odd:
+            parts.append("**" + self.expr(node, odd))
+        if extra_kwargs:
+            parts.append(extra_kwargs)
+        return ", ".join(parts)
+
+    def runnable(self, node: Node) -> bool:
+        """Whether the node's op is an operator we resolve and call (else it is emulated)."""
+        if not _OP_NAME.match(node.op) or any(p.startswith("__") for p in node.op.split(".")):
+            return False
+        return bool(node.args or node.kwargs or not node.inputs)
+
+    def emulated_for(self, node: Node) -> str:
+        var = self.emulated_var.get(node.index)
+        if var is None:
+            for meta in node.outputs:
+                _check_tensor(self.graph, node, meta)
+            var = identifier("e", node.index, node.name)
+            fill = ((node.index % 7) + 1) / 8.0
+            outs = tuple((m.dtype, tuple(m.max_shape or m.shape)) for m in node.outputs)
+            self.emulated.append(EmulatedSpec(var, float(node.duration_us or 0.0), outs, fill))
+            self.emulated_var[node.index] = var
+        return var
+
+    def describe(self, node: Node) -> str:
+        """What a node's header comment says: its op, or its collective and group."""
+        info = node.collective
+        if node.kind is NodeKind.COLLECTIVE and info is not None:
+            size = self.graph.groups[info.group].size if info.group in self.graph.groups else "?"
+            return f"{info.type} over group {comment(info.group, 30)} ({size} ranks)"
+        if node.kind is NodeKind.WAIT and node.wait_of is not None:
+            return f"wait for {comment(self.graph.nodes[node.wait_of].name, 50)}"
+        return comment(node.op, 60)
+
+    # ------------------------------------------------------------ bodies
+    def body(self, order: list[int], slots: dict | None) -> list[str]:
+        """Statements of a step function running ``order``; arenas when ``slots`` is given."""
+        graph = self.graph
+        self.copies = self.zero_copy = 0
+        last_use = self._last_use(order)
+        self.targets = self._zero_copy_targets(slots) if slots is not None else {}
+        lines: list[str] = []
+        waited: set[int] = set()
+        returned = "[]"
+        used = {j for i in order for j in _reads(graph.nodes[i])}
+        for pos, i in enumerate(order):
+            node = graph.nodes[i]
+            start = len(lines)
+            lines.append(f"# {comment(node.name, 60)}: {self.describe(node)}")
+            if node.kind is NodeKind.INPUT:
+                lines.append(f"{self.value_var[i]} = inputs[{literal(node.name)}]")
+            elif node.kind is NodeKind.OUTPUT:
+                lines.pop()
+                returned = self.expr(node, node.args[0]) if node.args else "[]"
+                if not returned.startswith("["):
+                    returned = f"[{returned}]"
+                lines.append(f"outputs = {returned}")
+                returned = "outputs"
+            elif node.kind is NodeKind.COLLECTIVE:
+                lines.extend(self.collective(node, slots))
+            elif node.kind is NodeKind.WAIT:
+                lines.extend(self.wait(node, waited, slots))
+            else:
+                lines.extend(self.compute(node, self.targets.get(i)))
+            if i not in used:
+                lines = _drop_unused(lines, start, self.value_var[i])
+            dead = [self.value_var[j] for j in last_use.get(pos, ())]
+            if dead:
+                lines.append(f"del {', '.join(dead)}")
+        lines.append(f"return {returned}")
+        return lines
+
+    def _last_use(self, order: list[int]) -> dict[int, list[int]]:
+        """Position in ``order`` -> values not used after it (to free them, FX-style)."""
+        graph = self.graph
+        last: dict[int, int] = {}
+        for pos, i in enumerate(order):
+            for j in _reads(graph.nodes[i]):
+                last[j] = pos
+        out: dict[int, list[int]] = {}
+        produced = set()
+        for i in order:
+            produced.add(i)
+        for j, pos in sorted(last.items()):
+            if graph.nodes[order[pos]].kind is not NodeKind.OUTPUT and j in produced:
+                out.setdefault(pos, []).append(j)
+        return out
+
+    def _zero_copy_targets(self, slots: dict) -> dict[int, str]:
+        """Producer index -> buffer variable it writes into via its out= overload."""
+        targets: dict[int, str] = {}
+        for (coll, role, k), slot in sorted(slots.items()):
+            if not slot.zero_copy or role not in ("input", "inout"):
+                continue
+            node = self.graph.nodes[coll]
+            sources = self.sources(node)
+            if k >= len(sources):
+                continue
+            producer = self.graph.nodes[sources[k]]
+            if (role == "input" and node.collective.type in ("all_reduce", "broadcast")
+                    and (coll, "output", k) in slots):
+                continue
+            if (role == "inout" or node.collective.type in ("all_reduce", "broadcast")) \
+                    and list(self.graph.users(producer.index)) != [coll]:
+                continue  # the collective overwrites the value other nodes still read
+            if producer.kind is NodeKind.COMPUTE and self.runnable(producer) \
+                    and len(producer.outputs) == 1 and _has_out_overload(producer.op):
+                targets[producer.index] = slot.var
+        return targets
+
+    def compute(self, node: Node, out_buffer: str | None) -> list[str]:
+        var = self.value_var[node.index]
+        if node.op in _GETITEM_OPS and len(node.args) == 2 and isinstance(node.args[0], Ref):
+            return [f"{var} = {self.expr(node, node.args[0])}[{self.expr(node, node.args[1])}]"]
+        if not self.runnable(node):
+            ev = self.emulated_for(node)
+            return [f"emulate({literal(float(node.duration_us or 0.0))})  # emulated: no runnable op",
+                    f"{var} = emulated.{ev}"]
+        if out_buffer is not None:
+            self.zero_copy += 1
+            out_op = node.op.rsplit(".", 1)[0] + ".out"
+            return [f"{var} = ops.{self.op_var(out_op)}({self.call(node, f'out=views.{out_buffer}')})"
+                    "  # zero-copy: writes into its comm buffer"]
+        return [f"{var} = ops.{self.op_var(node.op)}({self.call(node)})"]
+
+    def sources(self, node: Node) -> list[int]:
+        if node.args:
+            first = node.args[0]
+            refs = [first] if isinstance(first, Ref) else list(first) if isinstance(first, list) else []
+            if refs and all(isinstance(r, Ref) for r in refs):
+                return [r.index for r in refs]
+        return list(node.inputs)
+
+    def out_meta(self, node: Node, k: int, src: TensorMeta) -> TensorMeta:
+        info = node.collective
+        if len(node.outputs) > k and (k > 0 or not info.coalesced or len(node.outputs) > 1):
+            return node.outputs[k]
+        size = self.graph.groups[info.group].size
+        shape = list(src.max_shape or src.shape)
+        if info.type == "all_gather" and shape:
+            shape[0] *= size
+        elif info.type == "reduce_scatter" and shape:
+            shape[0] = -(-shape[0] // size)
+        return TensorMeta(src.dtype, tuple(shape))
+
+    def collective(self, node: Node, slots: dict | None) -> list[str]:
+        info = node.collective
+        if info.type not in _SUPPORTED_COLLECTIVES:
+            raise self.fail(node, f"the runner cannot run {info.type} collectives yet", "collective")
+        if info.group not in self.group_var:
+            raise self.fail(node, f"unknown process group {info.group!r}", "collective.group")
+        group = f"groups.{self.group_var[info.group]}"
+        var = self.value_var[node.index]
+        lines: list[str] = []
+        if info.type == "barrier":
+            lines.append(f"works[{node.index}] = [dist.barrier(group={group}, async_op=True)]")
+            lines.append(f"{var} = None")
+            return lines
+        op_kw = ""
+        if info.type in ("all_reduce", "reduce_scatter"):
+            reduce_op = _REDUCE_OPS.get((info.reduce_op or "sum").lower())
+            if reduce_op is None:
+                raise self.fail(node, f"unknown reduce op {info.reduce_op!r}", "collective.reduce_op")
+            # AVG is not on every backend (gloo): sum here, divide at the wait.
+            op_kw = f"op=dist.ReduceOp.{'SUM' if reduce_op == 'AVG' else reduce_op}, "
+        sources = self.sources(node)
+        if not sources:
+            raise self.fail(node, "a collective needs an input", "args")
+        outs, issues = [], []
+        for k, s in enumerate(sources):
+            src_node = self.graph.nodes[s]
+            if not src_node.outputs:
+                raise self.fail(node, f"input {src_node.name!r} has no tensor", "args")
+            src_meta = src_node.outputs[0]
+            _check_tensor(self.graph, src_node, src_meta)
+            if info.in_place:
+                buf_in = buf_out = self.value_var[s]
+            else:
+                buf_in, buf_out = self.collective_buffers(node, k, s, src_meta, slots, lines)
+            outs.append(buf_out)
+            if info.type == "all_reduce":
+                call = f"dist.all_reduce({buf_out}, {op_kw}group={group}, async_op=True)"
+            elif info.type == "broadcast":
+                src_rank = self.expr(node, node.args[1]) if len(node.args) > 1 else "0"
+                call = f"dist.broadcast({buf_out}, src={src_rank}, group={group}, async_op=True)"
+            elif info.type == "all_gather":
+                call = f"ALL_GATHER({buf_out}, {buf_in}, group={group}, async_op=True)"
+            elif info.type == "reduce_scatter":
+                call = f"REDUCE_SCATTER({buf_out}, {buf_in}, {op_kw}group={group}, async_op=True)"
+            else:
+                out_splits = self.expr(node, node.args[1]) if len(node.args) > 1 else "None"
+                in_splits = self.expr(node, node.args[2]) if len(node.args) > 2 else "None"
+                call = (f"dist.all_to_all_single({buf_out}, {buf_in}, {out_splits}, {in_splits}, "
+                        f"group={group}, async_op=True)")
+            issues.append(call)
+        if len(issues) == 1:
+            lines.append(f"works[{node.index}] = [{issues[0]}]")
+        else:
+            lines.append(f"works[{node.index}] = [")
+            lines.extend(f"    {c}," for c in issues)
+            lines.append("]")
+        value = outs[0] if not info.coalesced else "[" + ", ".join(outs) + "]"
+        if value != var:
+            lines.append(f"{var} = {value}")
+        return lines
+
+    def collective_buffers(self, node: Node, k: int, s: int, src_meta: TensorMeta,
+                           slots: dict | None, lines: list[str]) -> tuple[str, str]:
+        """(input, output) tensors of one tensor of a collective; appends copy-in lines.
+
+        all_reduce and broadcast run in place on one buffer (the functional op's result is a
+        new tensor, so the input is copied in unless its producer wrote there itself).
+        """
+        info = node.collective
+        src = self.value_var[s]
+        var = self.value_var[node.index]
+        fresh = f"{var}_{k}" if info.coalesced else var
+
+        def slot(role: str) -> _Slot | None:
+            return slots.get((node.index, role, k)) if slots is not None else None
+
+        if info.type in ("all_reduce", "broadcast"):
+            target = slot("inout") or slot("output") or slot("input")
+            if target is None:
+                lines.append(f"{fresh} = {src}.clone()")
+                return fresh, fresh
+            buf = f"views.{target.var}"
+            if self.targets.get(s) != target.var:
+                self.copies += 1
+                lines.append(f"{buf}.copy_({src})  # copy in")
+            return buf, buf
+        out_meta = self.out_meta(node, k, src_meta)
+        _check_tensor(self.graph, node, out_meta)
+        in_slot = slot("input") or slot("inout")
+        if in_slot is None:
+            buf_in = f"{src}.contiguous()"
+        else:
+            buf_in = f"views.{in_slot.var}"
+            if self.targets.get(s) != in_slot.var:
+                self.copies += 1
+                lines.append(f"{buf_in}.copy_({src})  # copy in")
+        out_slot = slot("output")
+        if out_slot is not None:
+            return buf_in, f"views.{out_slot.var}"
+        shape = list(out_meta.max_shape or out_meta.shape)
+        lines.append(f"{fresh} = torch.empty({shape!r}, dtype=torch.{out_meta.dtype}, device=device)")
+        return buf_in, fresh
+
+    def wait(self, node: Node, waited: set[int], slots: dict | None) -> list[str]:
+        coll = node.wait_of
+        lines = []
+        if coll is not None and coll not in waited:
+            waited.add(coll)
+            lines.append(f"for work in works.pop({coll}):")
+            lines.append("    work.wait()")
+            info = self.graph.nodes[coll].collective
+            if (info is not None and info.type in ("all_reduce", "reduce_scatter")
+                    and (info.reduce_op or "").lower() == "avg"):
+                size = self.graph.groups[info.group].size
+                if info.coalesced:
+                    lines.append(f"for value in {self.value_var[coll]}:")
+                    lines.append(f"    value.div_({size})  # avg: summed, divided here")
+                else:
+                    lines.append(f"{self.value_var[coll]}.div_({size})  # avg: summed, divided here")
+        value = self.expr(node, node.args[0]) if node.args else (
+            self.value_var[coll] if coll is not None else "None")
+        lines.append(f"{self.value_var[node.index]} = {value}")
+        return lines
+
+
+def _reads(node: Node) -> tuple[int, ...]:
+    """Values a node's generated code reads: inputs, references and its collective."""
+    refs = (*node.inputs, *iter_refs(node.args), *iter_refs(node.kwargs))
+    return (*refs, node.wait_of) if node.wait_of is not None else refs
+
+
+def _drop_unused(lines: list[str], start: int, var: str) -> list[str]:
+    """Remove assignments to ``var`` (never read) from ``lines[start:]``; calls stay."""
+    prefix = f"{var} = "
+    kept = lines[:start]
+    for line in lines[start:]:
+        if line.startswith(prefix):
+            rhs = line[len(prefix):]
+            if rhs.startswith("ops."):
+                kept.append(rhs)
+            continue
+        kept.append(line)
+    return kept
+
+
+def _has_out_overload(op: str) -> bool:
+    """Whether ``namespace.op.overload`` has an ``.out`` overload with one ``out`` argument."""
+    import torch
+
+    namespace, name, _overload = op.split(".")
+    try:
+        packet = getattr(getattr(torch.ops, namespace), name)
+        out = packet.out
+    except (AttributeError, RuntimeError):
+        return False
+    outs = [a.name for a in out._schema.arguments if a.is_out]
+    return outs == ["out"]

@@ -1,0 +1,453 @@
+#!/usr/bin/env python3
+# @@HEADER@@
+"""Runner template: commopt replaces the marked sections with one graph's data and steps."""
+# @@END HEADER@@
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+import time
+from types import SimpleNamespace
+
+import torch
+import torch.distributed as dist
+
+# ====================================================================== graph data
+# @@GRAPH DATA@@
+GRAPH_NAME = "template"
+WORLD_SIZE = 1
+PLAN_DIGEST = ""
+# Backend when --backend is not given (None: nccl with CUDA, else gloo).
+DEFAULT_BACKEND = None
+# Process groups in creation order: (variable, c10d name in the graph, size, rank sets or None
+# for the whole world). A group defined along a mesh dimension lists every rank set of that
+# dimension; each rank keeps the one it belongs to.
+GROUPS = [("g_0_0", "0", 1, None)]
+# Graph inputs: (variable, name, dtype, local shape per rank, role).
+INPUTS = [("n_0_x", "x", "float32", [[2, 2]], "user_input")]
+# One arena per process group: (group variable, bytes).
+ARENAS = []
+# Communication buffers: (variable, group variable, byte offset, dtype, shape).
+BUFFERS = []
+# Every operation the graph runs for real, resolved once at start-up: variable -> overload.
+OPS = {"aten_relu_default": "aten.relu.default"}
+# Nodes without a runnable operation, emulated by a busy wait of their duration:
+# (variable, microseconds, outputs as (dtype, shape), fill value).
+EMULATED = []
+# Per iteration of the optimized order: tensors copied into buffers, and producers writing
+# straight into them (zero-copy).
+COPIES_PER_ITER = 0
+ZERO_COPY_PER_ITER = 0
+# @@END GRAPH DATA@@
+
+# ====================================================================== runtime
+DTYPES = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "complex64": torch.complex64,
+    "complex128": torch.complex128,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "int16": torch.int16,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "bool": torch.bool,
+}
+for _name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+              "uint16", "uint32", "uint64"):
+    if hasattr(torch, _name):
+        DTYPES[_name] = getattr(torch, _name)
+
+# Newer torch renames the tensor collectives; both spellings take (output, input, ...).
+ALL_GATHER = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+class RunnerError(RuntimeError):
+    """A problem with the environment, the inputs or the ranks' agreement: one clear line."""
+
+
+def log(rt, message: str) -> None:
+    """Print a start-up or result line, once (rank 0), to stderr."""
+    if rt.rank == 0:
+        print(f"[{GRAPH_NAME}] {message}", file=sys.stderr, flush=True)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """Command-line options of the runner."""
+    p = argparse.ArgumentParser(
+        description=f"Run graph {GRAPH_NAME!r} in commopt's optimized order (start with torchrun).")
+    p.add_argument("--iters", type=int, default=20, help="timed iterations (default 20)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed iterations first (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--inputs", metavar="FILE.pt",
+                   help="a torch.save'd dict name -> tensor used instead of random inputs; "
+                        "'{rank}' in the path is replaced by the rank (one file per rank)")
+    p.add_argument("--backend", choices=["nccl", "gloo"],
+                   help="process-group backend (default: nccl with CUDA, else gloo)")
+    p.add_argument("--buffers", choices=["auto", "registered", "symmetric", "plain"],
+                   default="auto", help="how arenas are allocated on CUDA (default auto)")
+    p.add_argument("--verify", action="store_true",
+                   help="also run the original order and require identical outputs")
+    p.add_argument("--profile", metavar="DIR", help="write a torch.profiler trace per rank")
+    p.add_argument("--out", metavar="RESULTS.json", help="write timings (rank 0)")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="capture the optimized step in a CUDA graph (CUDA only)")
+    p.add_argument("--dump-outputs", metavar="FILE.pt",
+                   help="torch.save the outputs of one optimized step ('{rank}' as for --inputs)")
+    return p.parse_args(argv)
+
+
+# ---------------------------------------------------------------------- setup
+def init_world(args) -> SimpleNamespace:
+    """Read the world from torchrun's environment and initialize the default process group."""
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        if var not in os.environ:
+            raise RunnerError(f"{var} is not set: start this script with torchrun")
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ["LOCAL_RANK"])
+    backend = args.backend or DEFAULT_BACKEND or ("nccl" if torch.cuda.is_available() else "gloo")
+    if backend == "nccl":
+        if not torch.cuda.is_available():
+            raise RunnerError("--backend nccl needs CUDA, which this machine does not have")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo")
+    rt = SimpleNamespace(rank=rank, world=world, local_rank=local_rank, backend=backend,
+                         device=device, buffer_mode="none")
+    if WORLD_SIZE is not None and world != WORLD_SIZE:
+        raise RunnerError(f"the graph was made for {WORLD_SIZE} ranks, this run has {world}: "
+                          f"start it with --nproc-per-node/--nnodes giving {WORLD_SIZE}")
+    log(rt, f"world: {world} ranks, backend {backend}, device {device.type}")
+    return rt
+
+
+def create_groups(rt) -> None:
+    """Create the graph's process groups, every rank in the same order, and keep this rank's."""
+    rt.groups = SimpleNamespace()
+    rt.group_sizes = {}
+    world_ranks = list(range(rt.world))
+    for var, name, size, rank_sets in GROUPS:
+        if rank_sets is None:
+            rank_sets = [world_ranks]
+        mine = None
+        for ranks in rank_sets:
+            if any(r >= rt.world for r in ranks):
+                raise RunnerError(f"group {name!r} names rank {max(ranks)}, beyond the world")
+            if ranks == world_ranks and name == dist.group.WORLD.group_name:
+                pg = dist.group.WORLD
+            else:
+                pg = dist.new_group(ranks)
+            if rt.rank in ranks:
+                mine = pg
+        if mine is None:
+            raise RunnerError(f"rank {rt.rank} is in no rank set of group {name!r}: give the "
+                              "graph its mesh or group ranks (commopt --mesh/--groups)")
+        if mine.size() != size:
+            raise RunnerError(f"group {name!r} has {mine.size()} ranks here, the graph says {size}")
+        setattr(rt.groups, var, mine)
+        rt.group_sizes[var] = size
+
+
+def check_plan_digest(rt) -> None:
+    """Stop unless every rank runs the same buffer plan (same digest and buffer tables)."""
+    tables = repr((PLAN_DIGEST, ARENAS, BUFFERS)).encode()
+    mine = f"{PLAN_DIGEST[:16] or 'no-plan'}/{hashlib.sha256(tables).hexdigest()[:16]}"
+    every = [None] * rt.world
+    dist.all_gather_object(every, mine)
+    if len(set(every)) != 1:
+        listing = ", ".join(f"rank {r}: {d}" for r, d in enumerate(every))
+        raise RunnerError(f"buffer plan digest differs across ranks ({listing}): "
+                          "every rank must run the same generated script")
+    log(rt, f"buffer plan digest {mine} agreed by all ranks")
+
+
+def allocate_arena(rt, group, size_bytes: int, mode: str) -> tuple[torch.Tensor, str]:
+    """One arena's bytes: NCCL-registered, symmetric or plain, falling back in that order."""
+    if rt.device.type != "cuda" or mode == "plain":
+        return torch.empty(size_bytes, dtype=torch.uint8, device=rt.device), "plain"
+    if mode in ("auto", "registered"):
+        try:
+            backend = group._get_backend(rt.device)
+            pool = torch.cuda.MemPool(backend.mem_allocator)
+            with torch.cuda.use_mem_pool(pool):
+                arena = torch.empty(size_bytes, dtype=torch.uint8, device=rt.device)
+            backend.register_mem_pool(pool)
+            rt.pools.append(pool)
+            return arena, "registered"
+        except Exception as exc:  # noqa: BLE001 - any failure falls back to the next mode
+            rt.fallback_reasons.append(f"NCCL registration unavailable ({exc})")
+    if mode in ("auto", "symmetric"):
+        try:
+            from torch.distributed import _symmetric_memory as symm_mem
+
+            arena = symm_mem.empty(size_bytes, dtype=torch.uint8, device=rt.device)
+            symm_mem.rendezvous(arena, group)
+            return arena, "symmetric"
+        except Exception as exc:  # noqa: BLE001 - any failure falls back to plain memory
+            rt.fallback_reasons.append(f"symmetric memory unavailable ({exc})")
+    return torch.empty(size_bytes, dtype=torch.uint8, device=rt.device), "plain"
+
+
+def allocate_buffers(rt, mode: str) -> None:
+    """Allocate every arena and precompute every buffer's view at its fixed offset."""
+    rt.pools, rt.fallback_reasons = [], []
+    arenas, modes = {}, set()
+    for group_var, size_bytes in ARENAS:
+        arenas[group_var], used = allocate_arena(rt, getattr(rt.groups, group_var),
+                                                 size_bytes, mode)
+        modes.add(used)
+    rt.views = SimpleNamespace()
+    for var, group_var, offset, dtype, shape in BUFFERS:
+        nbytes = torch.empty((), dtype=DTYPES[dtype]).element_size()
+        for d in shape:
+            nbytes *= d
+        raw = arenas[group_var][offset:offset + nbytes]
+        setattr(rt.views, var, raw.view(DTYPES[dtype]).view(shape))
+    rt.buffer_mode = "+".join(sorted(modes)) if modes else "none"
+    total = sum(size for _, size in ARENAS)
+    for reason in dict.fromkeys(rt.fallback_reasons):
+        log(rt, f"note: {reason}")
+    log(rt, f"buffers: {len(BUFFERS)} in {len(ARENAS)} arena(s), {total} bytes, "
+            f"mode {rt.buffer_mode}; {COPIES_PER_ITER} copies remain per iteration, "
+            f"{ZERO_COPY_PER_ITER} producers write in place")
+
+
+def resolve_ops(rt) -> None:
+    """Look every operation up once: torch.ops.<namespace>.<op>.<overload>."""
+    rt.ops = SimpleNamespace()
+    for var, qualified in OPS.items():
+        target = torch.ops
+        try:
+            for part in qualified.split("."):
+                target = getattr(target, part)
+        except (AttributeError, RuntimeError):
+            raise RunnerError(f"operation {qualified!r} is not in this torch "
+                              f"({torch.__version__})") from None
+        if not isinstance(target, torch._ops.OpOverload):
+            raise RunnerError(f"{qualified!r} is not an operator overload")
+        setattr(rt.ops, var, target)
+
+
+def make_emulated(rt) -> None:
+    """Outputs of emulated nodes, allocated once, and the busy wait standing in for them."""
+    rt.emulated = SimpleNamespace()
+    for var, _duration_us, outputs, fill in EMULATED:
+        values = [torch.full(shape, fill, dtype=DTYPES[dtype], device=rt.device)
+                  for dtype, shape in outputs]
+        setattr(rt.emulated, var, values[0] if len(values) == 1 else tuple(values) or None)
+    if rt.device.type == "cuda":
+        props = torch.cuda.get_device_properties(rt.device)
+        cycles_per_us = getattr(props, "clock_rate", 1_500_000) / 1000.0
+
+        def emulate(duration_us: float) -> None:
+            torch.cuda._sleep(int(duration_us * cycles_per_us))
+    else:
+        def emulate(duration_us: float) -> None:
+            end = time.perf_counter() + duration_us * 1e-6
+            while time.perf_counter() < end:
+                pass
+    rt.emulate = emulate
+    if EMULATED:
+        log(rt, f"{len(EMULATED)} node(s) emulated by a timed busy wait")
+
+
+def make_inputs(rt, args) -> dict:
+    """This rank's inputs: loaded from --inputs, else random with its own local shapes."""
+    if args.inputs:
+        path = args.inputs.replace("{rank}", str(rt.rank))
+        loaded = torch.load(path, map_location=rt.device, weights_only=True)
+        if not isinstance(loaded, dict):
+            raise RunnerError(f"{path}: expected a dict name -> tensor")
+        values = {}
+        for _var, name, dtype, _shapes, _role in INPUTS:
+            value = loaded.get(name)
+            if not isinstance(value, torch.Tensor):
+                raise RunnerError(f"{path}: no tensor for input {name!r}")
+            if value.dtype != DTYPES[dtype]:
+                raise RunnerError(f"{path}: input {name!r} is {value.dtype}, the graph says {dtype}")
+            values[name] = value.to(rt.device)
+        return values
+    gen = torch.Generator(device="cpu").manual_seed(args.seed * 1_000_003 + rt.rank)
+    values = {}
+    for _var, name, dtype, shapes, _role in INPUTS:
+        shape = shapes[rt.rank] if len(shapes) > 1 else shapes[0]
+        dt = DTYPES[dtype]
+        if dt.is_floating_point or dt.is_complex:
+            value = torch.randn(shape, generator=gen, dtype=torch.float32).to(dt)
+        elif dt == torch.bool:
+            value = torch.rand(shape, generator=gen) < 0.5
+        else:
+            value = torch.randint(0, 2, shape, generator=gen).to(dt)
+        values[name] = value.to(rt.device)
+    return values
+
+
+# ====================================================================== steps
+# @@STEPS@@
+def run_optimized(rt, inputs):
+    """The optimized order."""
+    ops = rt.ops
+    n_0_x = inputs["x"]
+    n_1_y = ops.aten_relu_default(n_0_x)
+    return [n_1_y]
+
+
+def run_original(rt, inputs):
+    """The original order."""
+    return run_optimized(rt, inputs)
+# @@END STEPS@@
+
+
+# ====================================================================== execution
+def fresh_inputs(inputs: dict) -> dict:
+    """Copies of the inputs, so in-place updates in one run do not leak into the next."""
+    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+def snapshot(values) -> list:
+    """Outputs copied out of the arenas (the next iteration overwrites them)."""
+    return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def same_outputs(a: list, b: list) -> list[int]:
+    """Positions where two output lists differ (tensors bit for bit)."""
+    bad = [i for i in range(min(len(a), len(b)))
+           if (isinstance(a[i], torch.Tensor) and not (
+               isinstance(b[i], torch.Tensor) and a[i].shape == b[i].shape
+               and a[i].dtype == b[i].dtype and torch.equal(a[i], b[i])))
+           or (not isinstance(a[i], torch.Tensor) and a[i] != b[i])]
+    return bad + list(range(min(len(a), len(b)), max(len(a), len(b))))
+
+
+def verify(rt, inputs, args) -> None:
+    """Run the optimized and the original order on the same inputs; outputs must be equal."""
+    torch.manual_seed(args.seed)
+    got = snapshot(run_optimized(rt, fresh_inputs(inputs)))
+    torch.manual_seed(args.seed)
+    want = snapshot(run_original(rt, fresh_inputs(inputs)))
+    bad = same_outputs(got, want)
+    every = [None] * rt.world
+    dist.all_gather_object(every, bad)
+    failed = {r: b for r, b in enumerate(every) if b}
+    if failed:
+        raise RunnerError(f"verify failed: outputs differ from the original order at {failed} "
+                          "(rank: output positions)")
+    log(rt, f"verify: {len(got)} output(s) identical to the original order on every rank")
+
+
+def time_iterations(rt, inputs, args) -> list[float]:
+    """Warm up, then time each iteration (CUDA events on GPU, perf_counter on CPU)."""
+    step = lambda: run_optimized(rt, inputs)  # noqa: E731
+    for _ in range(args.warmup):
+        step()
+    if args.cuda_graph:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step()
+        step = graph.replay
+    times_us = []
+    if rt.device.type == "cuda":
+        torch.cuda.synchronize()
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(args.iters)]
+        for start, end in events:
+            start.record()
+            step()
+            end.record()
+        torch.cuda.synchronize()
+        times_us = [start.elapsed_time(end) * 1000.0 for start, end in events]
+    else:
+        for _ in range(args.iters):
+            t0 = time.perf_counter()
+            step()
+            times_us.append((time.perf_counter() - t0) * 1e6)
+    return times_us
+
+
+def profile_iterations(rt, inputs, args) -> None:
+    """Record a torch.profiler trace of a few iterations into --profile DIR (one file per rank)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if rt.device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        for _ in range(max(1, min(args.iters, 5))):
+            run_optimized(rt, inputs)
+        if rt.device.type == "cuda":
+            torch.cuda.synchronize()
+    os.makedirs(args.profile, exist_ok=True)
+    prof.export_chrome_trace(os.path.join(args.profile, f"trace_rank{rt.rank}.json"))
+    log(rt, f"profiler traces written to {args.profile}")
+
+
+def write_results(rt, times_us: list[float], args) -> None:
+    """Gather every rank's timings; rank 0 prints the median and writes --out."""
+    mine = {"rank": rt.rank, "times_us": times_us,
+            "median_us": statistics.median(times_us) if times_us else None}
+    every = [None] * rt.world
+    dist.all_gather_object(every, mine)
+    medians = [r["median_us"] for r in every if r["median_us"] is not None]
+    slowest = max(medians) if medians else None
+    if slowest is not None:
+        log(rt, f"{args.iters} iterations: median {slowest:.1f} us per step (slowest rank)")
+    if args.out and rt.rank == 0:
+        result = {"graph": GRAPH_NAME, "world_size": rt.world, "backend": rt.backend,
+                  "device": rt.device.type, "buffer_mode": rt.buffer_mode,
+                  "cuda_graph": bool(args.cuda_graph), "iters": args.iters,
+                  "warmup": args.warmup, "median_us": slowest,
+                  "copies_per_iter": COPIES_PER_ITER, "zero_copy_per_iter": ZERO_COPY_PER_ITER,
+                  "ranks": every}
+        tmp = f"{args.out}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2)
+        os.replace(tmp, args.out)
+
+
+def main(argv=None) -> int:
+    """Set up once, then verify, time, profile and dump as asked."""
+    args = parse_args(argv)
+    if args.cuda_graph and not torch.cuda.is_available():
+        print("--cuda-graph needs CUDA", file=sys.stderr)
+        return 2
+    rt = init_world(args)
+    try:
+        check_plan_digest(rt)
+        create_groups(rt)
+        allocate_buffers(rt, args.buffers)
+        resolve_ops(rt)
+        make_emulated(rt)
+        inputs = make_inputs(rt, args)
+        if args.verify:
+            verify(rt, inputs, args)
+        if args.dump_outputs:
+            torch.manual_seed(args.seed)
+            outputs = snapshot(run_optimized(rt, fresh_inputs(inputs)))
+            torch.save([o.cpu() if isinstance(o, torch.Tensor) else o for o in outputs],
+                       args.dump_outputs.replace("{rank}", str(rt.rank)))
+        if args.iters > 0:
+            write_results(rt, time_iterations(rt, inputs, args), args)
+        if args.profile:
+            profile_iterations(rt, inputs, args)
+        dist.barrier()
+    except RunnerError as exc:
+        print(f"[{GRAPH_NAME}] rank {rt.rank}: error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""Generating runner scripts: compiles, lints, deterministic, safe, and lowers as planned."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from commopt.buffers import plan_buffers
+from commopt.codegen import build_model, generate_runner, write_runner
+from commopt.errors import GraphError, OptionError
+from commopt.ir.builder import GraphBuilder
+from tests.codegen.conftest import TINY_REORDERED, tiny_graph
+from tests.codegen.hostile import EVIL, NAMES, hostile_graph
+
+RUFF = Path(sys.executable).parent / "ruff"
+
+
+def ruff_check(tmp_path: Path, source: str) -> str:
+    """ruff's findings on ``source`` ('' when clean), with the repository's configuration."""
+    path = tmp_path / "run_check.py"
+    path.write_text(source, encoding="utf-8")
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([str(RUFF), "check", "--no-cache", "--config",
+                           str(repo / "pyproject.toml"), str(path)],
+                          capture_output=True, text=True)
+    return "" if proc.returncode == 0 else proc.stdout + proc.stderr
+
+
+def function_body(source: str, name: str) -> list[str]:
+    """Lines of the top-level function ``name`` in ``source``."""
+    lines = source.splitlines()
+    start = lines.index(next(ln for ln in lines if ln.startswith(f"def {name}(")))
+    end = next((k for k in range(start + 1, len(lines)) if lines[k] and not lines[k][0].isspace()),
+               len(lines))
+    return lines[start:end]
+
+
+def first(lines: list[str], pattern: str) -> int:
+    """Index of the first line matching ``pattern``."""
+    return next(k for k, ln in enumerate(lines) if re.search(pattern, ln))
+
+
+def test_generated_script_compiles_and_passes_ruff(tmp_path: Path) -> None:
+    g = tiny_graph()
+    source = generate_runner(g, TINY_REORDERED, plan_buffers(g, TINY_REORDERED))
+    compile(source, "run_tiny.py", "exec")
+    assert ruff_check(tmp_path, source) == ""
+
+
+def test_no_timestamps_and_same_source_twice() -> None:
+    g = tiny_graph()
+    plan = plan_buffers(g, TINY_REORDERED)
+    source = generate_runner(g, TINY_REORDERED, plan)
+    assert source == generate_runner(g, TINY_REORDERED, plan)
+    assert not re.search(r"\b20\d\d-\d\d-\d\d|\d\d:\d\d:\d\d", source)
+
+
+def test_same_bytes_under_another_hash_seed() -> None:
+    g = tiny_graph()
+    here = generate_runner(g, TINY_REORDERED, plan_buffers(g, TINY_REORDERED))
+    code = ("import sys; from commopt.buffers import plan_buffers; "
+            "from commopt.codegen import generate_runner; "
+            "from tests.codegen.conftest import TINY_REORDERED, tiny_graph; g = tiny_graph(); "
+            "sys.stdout.write(generate_runner(g, TINY_REORDERED, plan_buffers(g, TINY_REORDERED)))")
+    repo = Path(__file__).resolve().parents[2]
+    there = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
+                           env={"PYTHONHASHSEED": "12345", "PATH": "/usr/bin:/bin"}, check=True)
+    assert there.stdout == here
+
+
+def test_optimized_step_follows_the_order_and_original_step_the_graph() -> None:
+    g = tiny_graph()
+    source = generate_runner(g, TINY_REORDERED, plan_buffers(g, TINY_REORDERED))
+    optimized = function_body(source, "run_optimized")
+    original = function_body(source, "run_original")
+    # optimized: relu z, then the all_reduce is issued, then its wait
+    assert first(optimized, r"n_6_z = ") < first(optimized, r"works\[4\] = ") \
+        < first(optimized, r"works.pop\(4\)")
+    # original: the all_reduce is issued, then relu z
+    assert first(original, r"works\[4\] = ") < first(original, r"n_6_z = ")
+    # the all_reduce runs on its arena view; the reference on a fresh clone
+    assert re.search(r"dist.all_reduce\(views\.b_\d+_ar_", "\n".join(optimized))
+    assert re.search(r"n_4_ar = n_3_r.clone\(\)", "\n".join(original))
+    assert "views." not in "\n".join(original)
+
+
+def test_plan_zero_copy_and_copies_are_counted() -> None:
+    g = tiny_graph()
+    model = build_model(g, TINY_REORDERED, plan_buffers(g, TINY_REORDERED))
+    body = "\n".join(model.optimized)
+    # y (mm) feeds only collectives' inputs within their lifetimes: written in place
+    assert re.search(r"n_2_y = ops\.aten_mm_out\(n_0_x, n_1_w, out=views\.b_\d+_ag_input0\)", body)
+    # relu r is also read by nothing else, but all_reduce needs one in/out buffer: copied
+    assert re.search(r"views\.b_\d+_ar_output0\.copy_\(n_3_r\)", body)
+    assert (model.zero_copy_per_iter, model.copies_per_iter) == (1, 1)
+    assert len(model.arenas) == 1 and model.arenas[0][1] > 0
+
+
+def test_without_plan_no_arenas() -> None:
+    model = build_model(tiny_graph(), TINY_REORDERED, None)
+    assert model.arenas == [] and model.buffers == [] and model.plan_digest == ""
+    assert "views." not in "\n".join(model.optimized)
+
+
+def test_plan_for_another_order_is_refused() -> None:
+    g = tiny_graph()
+    plan = plan_buffers(g, g.original_order)
+    with pytest.raises(OptionError, match="different order"):
+        generate_runner(g, TINY_REORDERED, plan)
+
+
+def test_order_that_breaks_a_dependency_is_refused() -> None:
+    g = tiny_graph()
+    bad = [0, 1, 3, 2, *range(4, len(g))]
+    with pytest.raises(OptionError, match="before its predecessor"):
+        generate_runner(g, bad)
+
+
+def test_group_without_ranks_smaller_than_world_is_a_user_error() -> None:
+    b = GraphBuilder(name="g", world_size=4)
+    b.group("1", size=2)
+    x = b.input("x", (4,))
+    c = b.collective("ar", "all_reduce", "1", x)
+    b.output([b.wait("w", c)])
+    with pytest.raises(GraphError, match="no ranks or mesh dimension"):
+        generate_runner(b.build())
+
+
+def test_mesh_groups_list_every_rank_set_of_their_dimension() -> None:
+    b = GraphBuilder(name="mesh", world_size=4, mesh={"dp": 2, "tp": 2})
+    b.group("1", ranks=[0, 2], mesh_dim="dp")
+    b.group("3", ranks=[0, 1], mesh_dim="tp")
+    x = b.input("x", (4,))
+    c = b.collective("ar", "all_reduce", "3", x)
+    d = b.collective("ar2", "all_reduce", "1", b.wait("w", c))
+    b.output([b.wait("w2", d)])
+    g = b.build()
+    model = build_model(g, g.original_order)
+    sets = {g.name: g.rank_sets for g in model.groups}
+    assert sets == {"1": ((0, 2), (1, 3)), "3": ((0, 1), (2, 3))}
+    assert [g.name for g in model.groups] == ["1", "3"]
+
+
+def test_uneven_shards_give_each_rank_its_own_input_shape() -> None:
+    from commopt.ir.graph import TensorMeta
+
+    b = GraphBuilder(name="uneven", world_size=4, mesh={"dp": 4})
+    b.group("0", ranks=[0, 1, 2, 3], mesh_dim="dp")
+    x = b.input("x", (3, 2))
+    b.nodes[x].outputs = (TensorMeta("float32", (3, 2), (3, 2), (10, 2), ("S(0)",)),)
+    b.output([x])
+    model = build_model(b.build(), [0, 1])
+    assert model.inputs[0].shapes == ((3, 2), (3, 2), (3, 2), (1, 2))
+
+
+def _names_in_code(source: str) -> set[str]:
+    return {t.string for t in tokenize.generate_tokens(io.StringIO(source).readline)
+            if t.type == tokenize.NAME}
+
+
+def _code_without_strings_and_comments(source: str) -> str:
+    skip = (tokenize.STRING, tokenize.COMMENT)
+    return " ".join(t.string for t in tokenize.generate_tokens(io.StringIO(source).readline)
+                    if t.type not in skip)
+
+
+def test_hostile_graph_compiles_lints_and_keeps_strings_inert(tmp_path: Path) -> None:
+    g = hostile_graph()
+    order = g.original_order
+    source = generate_runner(g, order, plan_buffers(g, order))
+    compile(source, "run_evil.py", "exec")
+    assert ruff_check(tmp_path, source) == ""
+    # outside string literals and comments only sanitized identifiers are left
+    names = _names_in_code(source)
+    assert not names & {"__import__", "system", "eval", "exec", "PWNED"}
+    assert all(n.isidentifier() and n.isascii() for n in names)
+    assert not _code_without_strings_and_comments(source).count("(os")
+    # the names themselves reach the script only as repr()'d literals (INPUTS, GROUPS)
+    assert repr(EVIL) in source and repr(NAMES[1]) in source
+    model = build_model(g, order, None)
+    assert [e.duration_us for e in model.emulated] == [5.0]
+
+
+def test_write_runner_is_atomic_and_executable(tmp_path: Path) -> None:
+    target = tmp_path / "out" / "run_tiny.py"
+    model = write_runner(tiny_graph(), target, TINY_REORDERED)
+    assert target.stat().st_mode & 0o111
+    assert model.graph_name == "tiny"
+    assert [p.name for p in target.parent.iterdir()] == ["run_tiny.py"]
