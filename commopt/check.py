@@ -189,3 +189,91 @@ def _check_no_write_in_flight(graph: Graph, pos: list[int]) -> list[Violation]:
                         f"{nodes[c].name!r} is in flight (before its wait)",
                         (nodes[m].name, nodes[c].name)))
     return out
+
+
+def verify_reordered(
+    original: Graph, reordered: Graph | Sequence[NodeEntry], *, allow_cross_group_reorder: bool = False
+) -> list[Violation]:
+    """Violations of a reordered graph (any tool's) with respect to its original.
+
+    ``reordered`` is a Graph or its nodes as :class:`NodeEntry` in file order (see
+    :func:`entries_from_json`, for files a loader rejects because they do not run in
+    order). Nodes are matched by name. Nodes missing from or added to ``reordered``, and
+    matched nodes whose kind, operation or inputs changed, are invariant 0; the order of the
+    matched nodes is then checked with :func:`check_order` against the original's edges.
+    """
+    if isinstance(reordered, Graph):
+        entries = [NodeEntry(n.name, n.kind.label, n.op, tuple(reordered.nodes[j].name for j in n.inputs))
+                   for n in reordered.nodes]
+    else:
+        entries = list(reordered)
+    out: list[Violation] = []
+    index_of = original.index_of
+    order: list[int] = []
+    seen: set[str] = set()
+    for e in entries:
+        i = index_of.get(e.name)
+        if i is None:
+            out.append(Violation(0, f"{e.name!r} is not in the original graph", (e.name,)))
+            continue
+        if e.name in seen:
+            out.append(Violation(0, f"{e.name!r} appears more than once", (e.name,)))
+            continue
+        seen.add(e.name)
+        order.append(i)
+        orig = original.nodes[i]
+        if e.op != orig.op or e.kind != orig.kind.label:
+            out.append(Violation(0, f"{e.name!r} changed from {orig.kind.label} {orig.op} to "
+                                 f"{e.kind} {e.op}", (e.name,)))
+            continue
+        ins = sorted(e.inputs)
+        orig_ins = sorted(original.nodes[j].name for j in orig.inputs)
+        if ins != orig_ins:
+            out.append(Violation(0, f"{e.name!r} reads {ins}, the original reads {orig_ins}", (e.name,)))
+    return out + check_order(original, order, allow_cross_group_reorder=allow_cross_group_reorder)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEntry:
+    """A node of a reordered file as far as verification needs it."""
+
+    name: str
+    kind: str
+    op: str
+    inputs: tuple[str, ...]
+
+
+def entries_from_json(path: str) -> list[NodeEntry]:
+    """The nodes of a JSON graph file in file order, without requiring that order to run
+    (so a broken reorder can still be verified and every violation listed)."""
+    from pathlib import Path
+
+    from commopt.errors import GraphError
+    from commopt.io.json_graph import read_json_file
+
+    raw = read_json_file(Path(path))
+    nodes = raw.get("nodes") if isinstance(raw, dict) else None
+    if not isinstance(nodes, list):
+        raise GraphError("no node list", file=str(path), field="$.nodes")
+    out = []
+    for k, nd in enumerate(nodes):
+        if not (isinstance(nd, dict) and isinstance(nd.get("name"), str)):
+            raise GraphError("a node is an object with a name", file=str(path), field=f"$.nodes[{k}]")
+        refs = list(nd.get("inputs", []))
+        _collect_refs(nd.get("args", []), refs)
+        _collect_refs(nd.get("kwargs", {}), refs)
+        out.append(NodeEntry(nd["name"], str(nd.get("kind", "")), str(nd.get("op", "")),
+                             tuple(dict.fromkeys(str(r) for r in refs))))
+    return out
+
+
+def _collect_refs(value, out: list) -> None:
+    if isinstance(value, dict):
+        if set(value) == {"ref"}:
+            out.append(value["ref"])
+            return
+        for v in value.values():
+            _collect_refs(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _collect_refs(v, out)

@@ -111,3 +111,29 @@ def test_side_effect_barrier_is_not_crossed():
     g = b.build()
     vs = check_order(g, [x, s, c, w, 4])
     assert [(v.invariant, v.nodes) for v in vs] == [(1, ("c", "s"))]
+
+
+def test_verify_reordered_matches_by_name_and_reports_missing_and_extra():
+    from commopt.check import verify_reordered
+
+    g = _two_group_graph()
+    b = GraphBuilder(world_size=2)
+    b.group("a", ranks=[0, 1])
+    b.group("b", ranks=[0, 1])
+    x = b.input("x", (4, 8))
+    c2 = b.collective("c2", "all_reduce", "b", x)  # issued before c1: cross-group reorder
+    y = b.compute("y", "aten.relu.default", [x], (4, 8))
+    c1 = b.collective("c1", "all_reduce", "a", y)
+    w1 = b.wait("w1", c1)
+    w2 = b.wait("w2", c2)
+    extra = b.compute("extra", "aten.neg.default", [w2], (4, 8))
+    z = b.compute("z", "aten.add.Tensor", [w1, extra], (4, 8))
+    b.output([z])
+    other = b.build()
+    vs = verify_reordered(g, other)
+    summary = [(v.invariant, v.nodes) for v in vs]
+    assert (0, ("extra",)) in summary  # added
+    assert (0, ("z",)) in summary  # reads extra instead of v1, w2
+    assert (0, ("v1",)) in summary  # missing
+    assert (2, ("c1", "c2")) in summary
+    assert all(v.invariant != 2 for v in verify_reordered(g, other, allow_cross_group_reorder=True))

@@ -39,7 +39,7 @@ class ComputeOverlap(Pass):
     ``lookahead``: how many of the next unissued collectives get their dependencies
     scheduled first. The memory budget is enforced on the result with
     :func:`commopt.sim.peak_memory`; when a schedule exceeds it, the scheduler retries with
-    a tighter internal budget and no lookahead, and finally keeps the input order.
+    a tighter internal budget, and finally keeps the input order.
     """
 
     name: ClassVar[str] = "compute-overlap"
@@ -47,17 +47,41 @@ class ComputeOverlap(Pass):
     lookahead: int = 1
 
     def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int]:
-        """The overlapped order (see the module docstring)."""
+        """The overlapped order (see the module docstring).
+
+        Schedules with ``lookahead`` and without it (boosting can pull compute forward that
+        a later collective waits on), simulates both and keeps the best of them and the
+        input order: by makespan, then exposed communication; ties keep the earlier one.
+        """
+        from commopt.sim import simulate
+
         if not graph.collectives():
             return list(order)
+        best = list(order)
+        sim = simulate(graph, best, ctx.durations_us)
+        best_key = (sim.makespan_us, sim.exposed_comm_us)
+        for lookahead in dict.fromkeys((self.lookahead, 0)):
+            cand = self._fitting(graph, order, ctx, lookahead)
+            if cand is None:
+                continue
+            sim = simulate(graph, cand, ctx.durations_us)
+            key = (sim.makespan_us, sim.exposed_comm_us)
+            if key < best_key:
+                best, best_key = cand, key
+        return best
+
+    def _fitting(self, graph: Graph, order: Sequence[int], ctx: PassContext,
+                 lookahead: int) -> list[int] | None:
+        """A schedule within the memory budget, tightening the internal budget if needed."""
         budget = ctx.memory_budget_bytes
-        attempts = [(self.lookahead, 1.0), (self.lookahead, 0.9), (0, 0.75), (0, 0.5)]
-        for lookahead, share in attempts:
+        for share in (1.0, 0.9, 0.75, 0.5):
             internal = None if budget is None else int(budget * share)
             cand = _schedule(graph, order, ctx, internal, lookahead)
             if within_budget(graph, cand, budget):
                 return cand
-        return list(order)
+            if budget is None:
+                break
+        return None
 
 
 def _memory_model(graph: Graph) -> tuple[list[int], list[int], list[int], list[list[int]]]:

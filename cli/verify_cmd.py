@@ -1,0 +1,101 @@
+"""``commopt verify ORIGINAL REORDERED`` and ``commopt passes``."""
+
+from __future__ import annotations
+
+import click
+from commopt.cli.app import App
+from commopt.cli.options import (
+    emit_json,
+    format_option,
+    group_options,
+    load_graph_for_cli,
+    pass_app,
+)
+
+
+@click.command("verify")
+@click.argument("original", type=click.Path(path_type=str))
+@click.argument("reordered", type=click.Path(path_type=str))
+@click.option("--allow-cross-group-reorder", is_flag=True,
+              help="Accept collectives of different groups in a new relative order.")
+@group_options
+@format_option
+@pass_app
+def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorder: bool,
+               groups_file: str | None, mesh: str | None, fmt: str) -> None:
+    """Check that REORDERED (any tool's) keeps every invariant of ORIGINAL; exit 1 if not.
+
+    Nodes are matched by name; missing, extra and changed nodes are reported too.
+    """
+    from commopt.schemas.verify import VerifyReport, ViolationModel
+
+    from commopt.check import verify_reordered
+    from commopt.errors import CheckFailed
+
+    g0 = load_graph_for_cli(original, groups_file, mesh)
+    g1 = _load_reordered(reordered, groups_file, mesh)
+    violations = verify_reordered(g0, g1, allow_cross_group_reorder=allow_cross_group_reorder)
+    report = VerifyReport(
+        original=original, reordered=reordered, nodes=len(g0), ok=not violations,
+        allow_cross_group_reorder=allow_cross_group_reorder,
+        violations=[ViolationModel(invariant=v.invariant, title=v.title, message=v.message,
+                                   nodes=list(v.nodes)) for v in violations],
+    )
+    if fmt == "json":
+        emit_json(app, report)
+    elif violations:
+        for v in violations:
+            app.out.print(str(v), markup=False)
+    else:
+        app.out.print(f"ok: {reordered} keeps every invariant of {original} ({len(g0)} nodes)",
+                      markup=False)
+    if violations:
+        raise CheckFailed(f"{len(violations)} invariant violation(s)", file=reordered)
+
+
+def _load_reordered(path: str, groups_file: str | None, mesh: str | None):
+    """The reordered graph; a JSON file that does not load as a graph (its order does not
+    run, a node is missing) is read node by node so every violation can be listed."""
+    from commopt.check import entries_from_json
+    from commopt.errors import GraphError
+
+    try:
+        return load_graph_for_cli(path, groups_file, mesh)
+    except GraphError:
+        if not path.lower().endswith(".json"):
+            raise
+        return entries_from_json(path)
+
+
+@click.command("passes")
+@format_option
+@pass_app
+def passes_cmd(app: App, fmt: str) -> None:
+    """List the registered passes (built-in and plug-ins) and the default pipeline."""
+    from commopt.schemas.verify import PassInfo, PassList
+
+    from commopt.passes.base import DEFAULT_PIPELINE
+    from commopt.passes.registry import get_registry
+
+    reg = get_registry()
+    broken = {b.name: b.error for b in reg.check_all()}
+    infos = []
+    for name, entry in reg.entries.items():
+        summary = None if name in broken else (reg.load(name).summary or None)
+        infos.append(PassInfo(name=name, source=entry.source, summary=summary, broken=broken.get(name)))
+    payload = PassList(default_pipeline=list(DEFAULT_PIPELINE), passes=infos)
+    if fmt == "json":
+        emit_json(app, payload)
+        return
+    from rich.table import Table
+
+    t = Table(title="passes", title_justify="left")
+    for col in ("name", "source", "what it does"):
+        t.add_column(col)
+    for p in infos:
+        t.add_row(p.name, p.source, f"BROKEN: {p.broken}" if p.broken else (p.summary or ""))
+    app.out.print(t)
+    app.out.print(f"default pipeline: {','.join(payload.default_pipeline)}", markup=False)
+    for p in infos:
+        if p.broken:
+            app.warn(f"pass plug-in {p.name!r} is broken: {p.broken}")

@@ -1,0 +1,84 @@
+"""``summary.json``, written by ``commopt optimize`` next to the reordered graph.
+
+All simulated times are estimates in microseconds from the estimator named in
+``estimator``. Re-running on the same input gives byte-identical files except for the wall
+times ``optimizer_seconds`` and ``timings`` (set to null by ``--no-timings``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class SimNumbers(BaseModel):
+    """Simulated numbers of one order."""
+
+    makespan_us: float
+    exposed_comm_us: float
+    overlap_ratio: float = Field(ge=0, le=1)
+    peak_memory_bytes: int
+
+
+class PassSummary(BaseModel):
+    """One pass of the pipeline: the order it got and the order it returned."""
+
+    name: str
+    before: SimNumbers
+    after: SimNumbers
+    changed: bool = Field(description="the pass returned a different order")
+    note: str | None = Field(None, description="e.g. why an order was not taken")
+
+
+class CollectiveCount(BaseModel):
+    """Collectives of one type in one process group."""
+
+    group: str
+    type: str
+    count: int
+
+
+class PassTiming(BaseModel):
+    """Wall time of one pass."""
+
+    name: str
+    seconds: float
+
+
+class Timings(BaseModel):
+    """Wall times: the only part of the summary that changes between identical runs."""
+
+    load_seconds: float
+    estimate_seconds: float
+    passes: list[PassTiming]
+
+
+class Summary(BaseModel):
+    """What ``commopt optimize`` did to one graph."""
+
+    format: Literal["commopt-summary"] = "commopt-summary"
+    version: Literal[1] = 1
+    graph: str = Field(description="graph name")
+    input: str | None = Field(description="input file name")
+    output: str = Field(description="reordered graph file name, in the same directory")
+    nodes: int
+    collectives: int
+    collectives_by_group: list[CollectiveCount]
+    estimator: str = Field(description="the estimator chain that gave the durations")
+    hardware: str | None = None
+    max_memory_increase: float
+    memory_budget_bytes: int | None
+    allow_cross_group_reorder: bool
+    passes: list[PassSummary]
+    before: SimNumbers
+    after: SimNumbers
+    lower_bound_us: float = Field(description="max(total compute, busiest comm stream, critical path)")
+    makespan_over_lower_bound: float = Field(description="after.makespan_us / lower_bound_us")
+    notes: list[str] = Field(default_factory=list)
+    optimizer_seconds: float | None = Field(
+        description="wall time of estimation and passes (null with --no-timings)")
+    timings: Timings | None = None
+
+
+ROOT_MODEL = Summary

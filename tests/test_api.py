@@ -1,0 +1,71 @@
+"""``commopt.optimize`` as a library call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import commopt
+from commopt.errors import CommoptError, OptionError
+from commopt.ir.graph import NodeKind
+from commopt.synth import fsdp_tp_stack
+
+
+class FailsOnAllReduce:
+    """An estimator that breaks on all-reduce nodes (to test error reporting)."""
+
+    name = "fails-on-all-reduce"
+
+    def estimate(self, node, graph):
+        if node.collective is not None and node.collective.type == "all_reduce":
+            raise RuntimeError("no model for all_reduce")
+        return None
+
+
+def _durations(graph):
+    return [40.0 if n.kind is NodeKind.COMPUTE else 100.0 if n.kind is NodeKind.COLLECTIVE else 0.0
+            for n in graph.nodes]
+
+
+def test_optimize_a_graph_object_with_given_durations():
+    g = fsdp_tp_stack(4, dp=4, tp=2, hidden=128, tokens=256)
+    result = commopt.optimize(g, durations_us=_durations(g), timings=False)
+    s = result.summary
+    assert s.estimator == "given" and s.hardware is None
+    assert sorted(result.order) == g.original_order
+    assert s.after.makespan_us < s.before.makespan_us
+    assert s.after.exposed_comm_us < s.before.exposed_comm_us
+    assert s.lower_bound_us <= s.after.makespan_us
+    assert s.makespan_over_lower_bound == pytest.approx(s.after.makespan_us / s.lower_bound_us)
+    assert s.optimizer_seconds is None and s.timings is None
+    assert result.written == []
+
+
+def test_cross_group_reorder_is_at_least_as_good():
+    g = fsdp_tp_stack(4, dp=4, tp=2, hidden=128, tokens=256)
+    d = _durations(g)
+    kept = commopt.optimize(g, durations_us=d).summary.after.makespan_us
+    free = commopt.optimize(g, durations_us=d, allow_cross_group_reorder=True).summary.after.makespan_us
+    assert free <= kept
+
+
+def test_write_puts_graph_and_summary_in_the_directory(tmp_path: Path):
+    g = fsdp_tp_stack(2, dp=2, tp=1, hidden=64, tokens=32, name="small")
+    result = commopt.optimize(g, durations_us=_durations(g), output_dir=tmp_path / "o")
+    assert [p.name for p in result.written] == ["small.json", "summary.json"]
+    assert commopt.load_graph(result.written[0]).name == "small"
+
+
+def test_wrong_number_of_durations_is_an_option_error():
+    g = fsdp_tp_stack(1, dp=2, hidden=64, tokens=32)
+    with pytest.raises(OptionError, match="durations"):
+        commopt.optimize(g, durations_us=[1.0])
+
+
+def test_an_estimator_failing_on_a_node_names_node_and_estimator():
+    g = fsdp_tp_stack(1, dp=2, tp=2, hidden=64, tokens=32)
+    with pytest.raises(CommoptError) as exc:
+        commopt.optimize(g, estimator="tests.test_api:FailsOnAllReduce")
+    assert exc.value.node == "tp_ar0"
+    assert "fails-on-all-reduce" in str(exc.value)
