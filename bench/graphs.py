@@ -4,15 +4,18 @@ Every graph is a full training step (forward, then a hand-written backward) of a
 stack whose collectives are functional collectives (``_c10d_functional.*`` + ``wait_tensor``),
 exported at world size 8 with the fake process group (no GPUs, no real communication) and
 decomposed to core ATen (``aten.mm``, not ``aten.matmul``) so torch's scheduler recognises
-its compute nodes. Parameters and inputs live on the ``meta`` device: export only needs
+its compute nodes. Under tracing a functional collective already returns its waited result
+(export inserts the ``wait_tensor``); an explicit extra ``wait_tensor`` would add a wait on a
+wait, which commopt's loader rejects. Parameters and inputs live on the ``meta`` device: export only needs
 shapes, and nothing the size of a model is allocated.
 
 Exports are cached as ``.pt2`` under ``bench/_work/`` (git-ignored), keyed by the graph's
-spec, this file's contents and the torch version, so a changed model re-exports itself.
+spec, this file's contents and the torch version, so a changed model re-exports itself. The
+process groups are recorded inside each archive (:func:`commopt.io.groups.save_with_groups`).
 
 Process groups (created once per process by :func:`init_fake_pg`, in this order, so their
 c10d names are stable): ``"0"`` the world (8 ranks), ``"1"`` TP pair ``[0, 1]``,
-``"2"`` DP group ``[0, 2, 4, 6]``. :data:`GROUP_RANKS` records them for commopt's loader.
+``"2"`` DP group ``[0, 2, 4, 6]`` (:data:`GROUP_RANKS`).
 
 :func:`stacked_graph_module` builds the very large graphs of the scaling table (up to 100k
 nodes) by exporting one FSDP layer once and stitching copies of its forward and backward
@@ -22,7 +25,6 @@ FX subgraphs into one graph, because exporting a 2,500-layer model takes tens of
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,6 +71,15 @@ def init_fake_pg() -> dict[str, Any]:
     return _GROUPS
 
 
+def shutdown_fake_pg() -> None:
+    """Destroy the fake process groups (tests call this so later tests start clean)."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    _GROUPS.clear()
+
+
 # ---------------------------------------------------------------------------- layer bodies
 def _rms_norm(x, eps: float = 1e-6):
     import torch
@@ -80,25 +91,25 @@ def _rms_norm(x, eps: float = 1e-6):
 def _gather(w, group):
     import torch.distributed._functional_collectives as fc
 
-    return fc.wait_tensor(fc.all_gather_tensor(w, 0, group))
+    return fc.all_gather_tensor(w, 0, group)
 
 
 def _reduce_scatter(g, group):
     import torch.distributed._functional_collectives as fc
 
-    return fc.wait_tensor(fc.reduce_scatter_tensor(g, "sum", 0, group))
+    return fc.reduce_scatter_tensor(g, "sum", 0, group)
 
 
 def _all_reduce(t, group):
     import torch.distributed._functional_collectives as fc
 
-    return fc.wait_tensor(fc.all_reduce(t, "sum", group))
+    return fc.all_reduce(t, "sum", group)
 
 
 def _all_to_all(t, group):
     import torch.distributed._functional_collectives as fc
 
-    return fc.wait_tensor(fc.all_to_all_single(t, None, None, group))
+    return fc.all_to_all_single(t, None, None, group)
 
 
 def _mlp_forward(x, w1, w2):
@@ -165,7 +176,7 @@ def _fsdp_model(layers: int, hidden: int, tokens: int):
             for i in range(layers):
                 x, s = _fsdp_layer(x, self.w1[i], self.w2[i], dp)
                 saved.append(s)
-            loss = x.float().pow(2).mean()
+            loss = x.pow(2).mean()
             g = x * (2.0 / x.numel())
             grads = []
             for i in reversed(range(layers)):
@@ -196,7 +207,7 @@ def _tp_model(layers: int, hidden: int, tokens: int):
                 y, s = _mlp_forward(x, self.w1[i], self.w2[i])
                 x = x + _all_reduce(y, tp)
                 saved.append(s)
-            loss = x.float().pow(2).mean()
+            loss = x.pow(2).mean()
             g = x * (2.0 / x.numel())
             grads = []
             for i in reversed(range(layers)):
@@ -230,7 +241,7 @@ def _mesh2d_model(layers: int, hidden: int, tokens: int):
                 y, s = _mlp_forward(x, w1, w2)
                 x = x + _all_reduce(y, tp)
                 saved.append(s)
-            loss = x.float().pow(2).mean()
+            loss = x.pow(2).mean()
             g = x * (2.0 / x.numel())
             grads = []
             for i in reversed(range(layers)):
@@ -268,7 +279,7 @@ def _moe_model(layers: int, hidden: int, tokens: int, experts_per_rank: int = 2,
                 xn, scale = _rms_norm(x)
                 wd = _gather(self.wd[i], ep)
                 d = xn @ wd
-                probs = torch.softmax((d @ self.router[i]).float(), dim=-1)
+                probs = torch.softmax(d @ self.router[i], dim=-1)
                 top_p, top_i = torch.topk(probs, top_k, dim=-1)
                 perm = torch.argsort(top_i.flatten(), stable=True)
                 tok = d.unsqueeze(1).expand(tokens, top_k, hidden).reshape(routed, hidden)
@@ -280,15 +291,15 @@ def _moe_model(layers: int, hidden: int, tokens: int, experts_per_rank: int = 2,
                 back = _all_to_all(out, ep)
                 unperm = torch.argsort(perm)
                 comb = back.index_select(0, unperm).view(tokens, top_k, hidden)
-                y = (comb * top_p.to(comb.dtype).unsqueeze(-1)).sum(1)
+                y = (comb * top_p.unsqueeze(-1)).sum(1)
                 x = x + y
                 saved.append((xn, scale, d, wd, perm, unperm, top_p, h_in, a, b))
-            loss = x.float().pow(2).mean()
+            loss = x.pow(2).mean()
             g = x * (2.0 / x.numel())
             grads = []
             for i in reversed(range(layers)):
                 xn, scale, d, wd, perm, unperm, top_p, h_in, a, b = saved[i]
-                gcomb = g.unsqueeze(1) * top_p.to(g.dtype).unsqueeze(-1)
+                gcomb = g.unsqueeze(1) * top_p.unsqueeze(-1)
                 gback = gcomb.reshape(routed, hidden).index_select(0, perm)
                 gout = _all_to_all(gback, ep).view(experts_per_rank, routed // experts_per_rank, hidden)
                 ge2 = torch.bmm(b.transpose(1, 2), gout)
@@ -322,25 +333,25 @@ class GraphSpec:
 SPECS: dict[str, GraphSpec] = {
     s.name: s
     for s in (
-        GraphSpec("fsdp_L8", _fsdp_model, {"layers": 8, "hidden": 2048, "tokens": 4096}, quick=True),
-        GraphSpec("fsdp_L32", _fsdp_model, {"layers": 32, "hidden": 2048, "tokens": 4096}),
-        GraphSpec("fsdp_L64", _fsdp_model, {"layers": 64, "hidden": 2048, "tokens": 4096}),
+        GraphSpec("fsdp_L8", _fsdp_model, {"layers": 8, "hidden": 2048, "tokens": 1024}, quick=True),
+        GraphSpec("fsdp_L32", _fsdp_model, {"layers": 32, "hidden": 2048, "tokens": 1024}),
+        GraphSpec("fsdp_L64", _fsdp_model, {"layers": 64, "hidden": 2048, "tokens": 1024}),
         GraphSpec("tp_L8", _tp_model, {"layers": 8, "hidden": 4096, "tokens": 4096}, quick=True),
         GraphSpec("tp_L32", _tp_model, {"layers": 32, "hidden": 4096, "tokens": 4096}),
         GraphSpec("tp_L64", _tp_model, {"layers": 64, "hidden": 4096, "tokens": 4096}),
-        GraphSpec("mesh2d_dp4tp2_L32", _mesh2d_model, {"layers": 32, "hidden": 4096, "tokens": 4096}),
-        GraphSpec("moe_ep8_L16", _moe_model, {"layers": 16, "hidden": 2048, "tokens": 4096}),
+        GraphSpec("mesh2d_dp4tp2_L32", _mesh2d_model, {"layers": 32, "hidden": 4096, "tokens": 2048}),
+        GraphSpec("moe_ep8_L16", _moe_model, {"layers": 16, "hidden": 2048, "tokens": 2048}),
     )
 }
 
 
 @dataclass(frozen=True)
 class BenchGraph:
-    """A benchmark graph on disk: its name, ``.pt2`` path and the groups JSON beside it."""
+    """A benchmark graph on disk: its name and ``.pt2`` path (process groups recorded inside
+    the archive by :func:`commopt.io.groups.save_with_groups`)."""
 
     name: str
     path: Path
-    groups_path: Path
     generated: bool
 
 
@@ -363,41 +374,22 @@ def export_program(spec: GraphSpec):
     return ep.run_decompositions()
 
 
-def write_groups_file(path: Path) -> Path:
-    """Write the ``{"groups": {name: {"ranks": [...]}}}`` file commopt's loader reads."""
-    from commopt.io.atomic import write_text
-
-    doc = {"groups": {name: {"ranks": ranks} for name, ranks in GROUP_RANKS.items()}}
-    write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    return path
-
-
 def ensure_graph(name: str) -> BenchGraph:
     """The cached ``.pt2`` of generated graph ``name``, exported first when missing or stale."""
-    import torch
+
+    from commopt.io.groups import save_with_groups
 
     spec = SPECS[name]
-    WORK_DIR.mkdir(parents=True, exist_ok=True)
     path = WORK_DIR / f"{name}-{_source_digest()}.pt2"
-    groups_path = WORK_DIR / "groups_ws8.json"
-    if not groups_path.exists():
-        write_groups_file(groups_path)
     if not path.exists():
-        from commopt.io.atomic import atomic_path
-
-        ep = export_program(spec)
-        with atomic_path(path) as tmp:
-            torch.export.save(ep, tmp)
-    return BenchGraph(name, path, groups_path, generated=True)
+        init_fake_pg()
+        save_with_groups(export_program(spec), path)
+    return BenchGraph(name, path, generated=True)
 
 
 def sample_graphs() -> list[BenchGraph]:
     """The checked-in samples at world size 8 (``sample_graphs/ws8/*.pt2``), by name."""
-    groups_path = WORK_DIR / "groups_ws8.json"
-    WORK_DIR.mkdir(parents=True, exist_ok=True)
-    if not groups_path.exists():
-        write_groups_file(groups_path)
-    return [BenchGraph(f"sample:{p.stem}", p, groups_path, generated=False)
+    return [BenchGraph(f"sample:{p.stem}", p, generated=False)
             for p in sorted(SAMPLES_DIR.glob("*.pt2"))]
 
 

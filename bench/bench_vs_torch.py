@@ -1,0 +1,270 @@
+"""commopt against PyTorch's own overlap scheduler (``schedule_overlap_bucketing``).
+
+For every benchmark graph (samples at world size 8 and the generated stacks of
+:mod:`bench.graphs`): estimate every node once with commopt's analytical estimator, give
+torch the same numbers (``custom_runtime_estimation``, see :mod:`bench.torch_peer`), run
+torch with bucketing off and on at its default memory limits and commopt's default pipeline
+at the same memory budget, then simulate and check every order with commopt's simulator and
+invariant checker. A second table times both schedulers against node count. Method:
+``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import graphs, torch_peer
+from bench.util import table
+
+HARDWARE = "h100"
+#: The scaling table's node counts (the quick run stops at the second).
+SCALING_NODES = (2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
+#: Wall-clock cap of one torch scheduler run in the scaling table, seconds.
+TORCH_CAP_S = float(os.environ.get("COMMOPT_BENCH_TORCH_CAP_S", "120"))
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Outcome:
+    """One schedule of one graph, simulated and checked."""
+
+    schedule: str
+    makespan_us: float | None = None
+    lower_bound_us: float | None = None
+    exposed_us: float | None = None
+    peak_bytes: int | None = None
+    wall_s: float | None = None
+    check: str = ""
+    note: str = ""
+
+
+def _check_summary(graph, order) -> str:
+    from commopt.check import check_order
+
+    violations = check_order(graph, order)
+    if not violations:
+        return "ok"
+    counts = Counter(v.invariant for v in violations)
+    return ", ".join(f"inv{k}: {counts[k]}" for k in sorted(counts))
+
+
+def _simulated(schedule: str, graph, order, durations, lower_bound_us: float, wall_s: float | None,
+               note: str = "") -> Outcome:
+    from commopt.sim import simulate
+
+    sim = simulate(graph, order, durations)
+    return Outcome(schedule, sim.makespan_us, lower_bound_us, sim.exposed_comm_us,
+                   sim.peak_memory_bytes, wall_s, _check_summary(graph, order), note)
+
+
+def _commopt(graph, durations, increase_bytes: int, peak_bytes: int, lower_bound_us: float,
+             label: str) -> Outcome:
+    """commopt's default pipeline allowed ``increase_bytes`` above the original ``peak_bytes``."""
+    from commopt.passes import DEFAULT_PIPELINE, PassContext
+    from commopt.passes.manager import PassManager
+    from commopt.passes.registry import get_registry
+
+    registry = get_registry()
+    ctx = PassContext(durations_us=tuple(durations), memory_budget_bytes=peak_bytes + increase_bytes,
+                      max_memory_increase=min(100.0, increase_bytes / max(1, peak_bytes)),
+                      allow_cross_group_reorder=True)
+    result = PassManager([registry.create(n) for n in DEFAULT_PIPELINE]).run(
+        graph, graph.original_order, ctx)
+    passes_s = sum(r.seconds for r in result.records)
+    return _simulated(label, graph, result.order, durations, lower_bound_us, passes_s)
+
+
+def _torch(bg: graphs.BenchGraph, graph, chain, durations, bucketing: bool,
+           lower_bound_us: float) -> Outcome:
+    from commopt.estimators.hardware import load_hardware
+    from commopt.io.groups import groups_document_of
+    from commopt.io.pt2 import graph_from_torch
+
+    label = "torch+bucketing" if bucketing else "torch"
+    hw = load_hardware(HARDWARE)
+    try:
+        torch_peer.register_groups(graph)
+        run = torch_peer.run_torch_scheduler(
+            graph.payload.graph_module, torch_peer.estimation_for_module(graph, chain),
+            bucketing=bucketing, dram_gbps=hw.memory_bandwidth_gbps,
+            peak_tflops=hw.peak_tflops.get("bfloat16", 0.0),
+        )
+    except Exception as exc:  # torch failing on a graph is a finding, not a crash
+        first = (str(exc).strip().splitlines() or [""])[0][:120]
+        return Outcome(label, note=f"torch failed: {type(exc).__name__}: {first}")
+    if not run.changed_graph:
+        order = torch_peer.order_from_names(graph, run.names)
+        return _simulated(label, graph, order, durations, lower_bound_us, run.wall_s)
+    bucketed = graph_from_torch(run.gm, groups=groups_document_of(graph))
+    merged = len(graph.collectives()) - len(bucketed.collectives())
+    return _simulated(label, bucketed, bucketed.original_order, chain.durations(bucketed),
+                      lower_bound_us, run.wall_s,
+                      note=f"bucketed graph: {len(bucketed)} nodes, {merged} fewer collectives")
+
+
+def compare_graph(bg: graphs.BenchGraph) -> tuple[dict, list[Outcome]]:
+    """All schedules of one benchmark graph: original, torch (bucketing off, on), commopt
+    at torch's default budget and at its own default budget."""
+    from commopt.estimators import resolve
+    from commopt.io import load_graph
+    from commopt.passes import DEFAULT_MAX_MEMORY_INCREASE
+    from commopt.sim import simulate
+
+    graph = load_graph(bg.path)
+    chain = resolve("analytical", hardware=HARDWARE)
+    durations = chain.durations(graph)
+    original = simulate(graph, graph.original_order, durations)
+    lb = original.lower_bound_us
+    outcomes = [_simulated("original", graph, graph.original_order, durations, lb, None)]
+    outcomes.append(_torch(bg, graph, chain, durations, False, lb))
+    outcomes.append(_torch(bg, graph, chain, durations, True, lb))
+    peak = original.peak_memory_bytes
+    outcomes.append(_commopt(graph, durations, torch_peer.torch_default_increase_bytes(peak), peak,
+                             lb, "commopt (torch's budget)"))
+    outcomes.append(_commopt(graph, durations, int(peak * DEFAULT_MAX_MEMORY_INCREASE), peak, lb,
+                             f"commopt (+{DEFAULT_MAX_MEMORY_INCREASE:.0%})"))
+    info = {"graph": bg.name, "nodes": len(graph), "collectives": len(graph.collectives())}
+    return info, outcomes
+
+
+def _fmt(v, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    return f"{v:.3f}{unit}" if isinstance(v, float) else f"{v}{unit}"
+
+
+def _rows(info: dict, outcomes: list[Outcome]) -> list[list]:
+    rows = []
+    for o in outcomes:
+        ratio = o.makespan_us / o.lower_bound_us if o.makespan_us and o.lower_bound_us else None
+        rows.append([
+            info["graph"], info["nodes"], info["collectives"], o.schedule,
+            _fmt(ratio), _fmt(o.makespan_us / 1e3 if o.makespan_us is not None else None),
+            _fmt(o.exposed_us / 1e3 if o.exposed_us is not None else None),
+            _fmt(o.peak_bytes / 2**30 if o.peak_bytes is not None else None),
+            _fmt(o.wall_s), o.check or "-", o.note,
+        ])
+    return rows
+
+
+def _targets(results: list[tuple[dict, list[Outcome]]]) -> tuple[str, list[str]]:
+    """The makespan target per graph, and the misses in words."""
+    rows, misses, gaps = [], [], []
+    for info, outs in results:
+        by = {o.schedule: o for o in outs}
+        ours = by["commopt (torch's budget)"]
+        peers = [o for o in outs if o.schedule.startswith("torch") and o.makespan_us is not None]
+        best = min(peers, key=lambda o: o.makespan_us) if peers else None
+        if ours.makespan_us is None:
+            continue
+        gap = ours.makespan_us / ours.lower_bound_us - 1
+        gaps.append(gap)
+        if best is None:
+            rows.append([info["graph"], "-", _fmt(ours.makespan_us / 1e3), "-", f"{gap:.2%}", "no torch result"])
+            continue
+        faster = ours.makespan_us <= best.makespan_us * (1 + 1e-9)
+        leaner = ours.peak_bytes <= best.peak_bytes
+        verdict = "met" if faster and leaner else "missed"
+        rows.append([info["graph"], best.schedule, _fmt(ours.makespan_us / 1e3),
+                     _fmt(best.makespan_us / 1e3), f"{gap:.2%}",
+                     f"{verdict} ({ours.makespan_us / best.makespan_us - 1:+.2%} makespan, "
+                     f"{(ours.peak_bytes - best.peak_bytes) / 2**30:+.3f} GiB peak)"])
+        if verdict == "missed":
+            misses.append(f"{info['graph']}: commopt {ours.makespan_us / best.makespan_us - 1:+.2%} "
+                          f"makespan and {(ours.peak_bytes - best.peak_bytes) / 2**30:+.3f} GiB peak "
+                          f"vs {best.schedule}")
+    mean_gap = sum(gaps) / len(gaps) if gaps else float("nan")
+    text = table(["graph", "best torch", "commopt ms", "torch ms", "commopt over LB", "target"], rows)
+    text += f"\n\nMean commopt makespan over the lower bound: {mean_gap:.2%} (target: within 3%).\n"
+    return text, misses
+
+
+def _torch_scaling(nodes: int, cap_s: float) -> tuple[float | None, str]:
+    """torch's scheduler time on a stitched stack, in a subprocess killed after ``cap_s``."""
+    cmd = [sys.executable, "-m", "bench.torch_peer", str(nodes), HARDWARE]
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=cap_s + 120)
+    except subprocess.TimeoutExpired:
+        return None, f"did not finish in {cap_s:.0f} s"
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["?"])[-1][:120]
+        return None, f"failed: {tail}"
+    wall = json.loads(lines[-1])["wall_s"]
+    if wall > cap_s:
+        return None, f"did not finish in {cap_s:.0f} s ({wall:.0f} s)"
+    return wall, ""
+
+
+def scaling(quick: bool) -> str:
+    """Scheduler wall time of torch and commopt against node count (stitched FSDP stacks)."""
+    from commopt.estimators import resolve
+    from commopt.io.groups import record_process_groups
+    from commopt.io.pt2 import graph_from_torch
+    from commopt.passes import DEFAULT_PIPELINE, PassContext
+    from commopt.passes.registry import get_registry
+
+    graphs.init_fake_pg()
+    registry = get_registry()
+    rows = []
+    torch_gave_up = False
+    for target in SCALING_NODES[: 2 if quick else None]:
+        gm = graphs.stacked_graph_module(target)
+        graph = graph_from_torch(gm, groups=record_process_groups())
+        del gm
+        durations = resolve("analytical", hardware=HARDWARE).durations(graph)
+        ctx = PassContext.for_graph(graph, durations, allow_cross_group_reorder=True)
+        order = graph.original_order
+        t0 = time.perf_counter()
+        for name in DEFAULT_PIPELINE:
+            order = registry.create(name).run(graph, order, ctx)
+        ours = time.perf_counter() - t0
+        if torch_gave_up:
+            theirs, note = None, "not run (a smaller graph already hit the cap)"
+        else:
+            theirs, note = _torch_scaling(target, TORCH_CAP_S)
+            torch_gave_up = theirs is None
+        speedup = f"{theirs / ours:.1f}x" if theirs else "-"
+        rows.append([len(graph), len(graph.collectives()), _fmt(ours),
+                     _fmt(theirs) if theirs is not None else note, speedup])
+    return table(["nodes", "collectives", "commopt passes s", "torch scheduler s",
+                  "commopt speed-up"], rows)
+
+
+def run(quick: bool) -> str:
+    """The comparison tables as a Markdown section (quick: the small graphs only)."""
+    graphs.init_fake_pg()
+    results = [compare_graph(bg) for bg in graphs.benchmark_graphs(quick)]
+    rows = [r for info, outs in results for r in _rows(info, outs)]
+    targets, misses = _targets(results)
+    parts = [
+        "## commopt vs PyTorch's overlap scheduler\n",
+        f"Same cost model for both: commopt's analytical estimator ({HARDWARE}) passed to torch's "
+        "`schedule_overlap_bucketing` as `custom_runtime_estimation`. Every order is simulated by "
+        "commopt's simulator and checked by its invariant checker (`check`: violations per "
+        "invariant; torch may reorder collectives of one group, which commopt's invariant 2 "
+        "forbids). Makespan / LB is against the original graph's lower bound; peak memory is "
+        "the simulator's live bytes. torch runs at its default memory limits (+max(1 GiB, 5%)); "
+        "`commopt (torch's budget)` gets the same increase in bytes. Method: docs/benchmarks.md.\n",
+        table(["graph", "nodes", "collectives", "schedule", "makespan / LB", "makespan ms",
+               "exposed comm ms", "peak GiB", "scheduler s", "check", "note"], rows),
+        "\n### Targets\n",
+        targets,
+    ]
+    if misses:
+        parts.append("Missed:\n\n" + "\n".join(f"- {m}" for m in misses) + "\n")
+    parts += [
+        "\n### Scheduler time against node count\n",
+        "Stitched FSDP stacks (one exported layer copied, see `bench/graphs.py`); torch without "
+        f"bucketing, capped at {TORCH_CAP_S:.0f} s per run; commopt: its default pipeline, passes "
+        "only (no simulation or checks).\n",
+        scaling(quick),
+    ]
+    return "\n".join(parts)
