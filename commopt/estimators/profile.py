@@ -1,0 +1,201 @@
+"""The profile estimator: durations calibrated from a PyTorch profiler (Kineto) trace.
+
+:func:`calibrate` turns a trace (see :mod:`commopt.estimators.kineto`) into a
+:class:`~commopt.schemas.profile.ProfileModel`: per collective type and group size the median
+time of every measured message size plus a least-squares latency/bandwidth fit; per (op,
+input shapes, dtypes) the median device time. :class:`ProfileEstimator` answers from it:
+
+- a collective inside the measured size range: log-log interpolation between the two
+  nearest measured sizes (exact sizes give their median); outside the range, or for a type
+  / group size never measured: None (the next estimator, analytical, answers) and a note;
+- a compute node whose op, tensor input shapes and dtypes were measured: the median; else None.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from bisect import bisect_left
+from collections.abc import Iterable
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from commopt.errors import OptionError
+from commopt.estimators.analytical import op_base_name
+from commopt.estimators.kineto import CollectiveSample, ComputeSample, KinetoTrace, parse_trace
+from commopt.io.atomic import write_text
+from commopt.ir.graph import Graph, Node, NodeKind, Ref
+from commopt.schemas.profile import CollectiveFit, CollectivePoint, ComputeEntry, ProfileModel
+
+
+def fit_collectives(samples: Iterable[CollectiveSample]) -> list[CollectiveFit]:
+    """Points and a latency/bandwidth fit per (type, group size), sorted by both."""
+    groups: dict[tuple[str, int], dict[int, list[float]]] = {}
+    for s in samples:
+        groups.setdefault((s.type, s.group_size), {}).setdefault(s.size_bytes, []).append(s.duration_us)
+    fits = []
+    for (ctype, n), by_size in sorted(groups.items()):
+        points = [CollectivePoint(size_bytes=b, time_us=statistics.median(ts), count=len(ts))
+                  for b, ts in sorted(by_size.items())]
+        latency, bw = _fit_line([p.size_bytes for p in points], [p.time_us for p in points])
+        fits.append(CollectiveFit(type=ctype, group_size=n, latency_us=latency, bandwidth_gbps=bw,
+                                  min_bytes=points[0].size_bytes, max_bytes=points[-1].size_bytes,
+                                  points=points))
+    return fits
+
+
+def _fit_line(xs: list[int], ys: list[float]) -> tuple[float, float]:
+    """Least-squares ``y = a + x / (bw * 1e3)`` with a >= 0; (a, bw in GB/s)."""
+    if len(xs) == 1:
+        return 0.0, (xs[0] / ys[0] / 1e3 if ys[0] > 0 else 0.0)
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
+    a = my - slope * mx
+    if a < 0 or slope <= 0:  # through the origin instead
+        sxx0 = sum(x * x for x in xs)
+        slope = sum(x * y for x, y in zip(xs, ys, strict=True)) / sxx0 if sxx0 else 0.0
+        a = 0.0
+    return max(a, 0.0), (1.0 / slope / 1e3 if slope > 0 else 0.0)
+
+
+def fit_compute(samples: Iterable[ComputeSample]) -> list[ComputeEntry]:
+    """Median time per (op, shapes, dtypes); samples without shapes cannot be keyed and are dropped."""
+    groups: dict[tuple, list[float]] = {}
+    for s in samples:
+        if s.input_shapes is None or s.dtypes is None:
+            continue
+        groups.setdefault((s.op, s.input_shapes, s.dtypes), []).append(s.duration_us)
+    return [ComputeEntry(op=op, input_shapes=[list(x) for x in shapes], dtypes=list(dtypes),
+                         time_us=statistics.median(ts), count=len(ts))
+            for (op, shapes, dtypes), ts in sorted(groups.items())]
+
+
+def calibrate(trace: str | Path | KinetoTrace | list[KinetoTrace], *, steps: Iterable[int] | None = None) -> ProfileModel:
+    """Fit a profile model on a trace (or parsed traces), optionally only on ``steps``."""
+    traces = trace if isinstance(trace, list) else [trace if isinstance(trace, KinetoTrace) else parse_trace(trace)]
+    keep = set(steps) if steps is not None else None
+    colls: list[CollectiveSample] = []
+    comp: list[ComputeSample] = []
+    notes: list[str] = []
+    for t in traces:
+        colls += [s for s in t.collectives if keep is None or s.step in keep]
+        comp += [s for s in t.compute if keep is None or s.step in keep]
+        notes += t.notes
+    used = sorted(keep) if keep is not None else sorted({s for t in traces for s in t.steps})
+    return ProfileModel(
+        source=", ".join(t.path for t in traces), device=traces[0].device,
+        world_size=traces[0].world_size, steps=used, collectives=fit_collectives(colls),
+        compute=fit_compute(comp), notes=list(dict.fromkeys(notes)))
+
+
+def write_profile(model: ProfileModel, path: str | Path) -> Path:
+    """Write ``model`` as JSON (atomically)."""
+    p = Path(path)
+    write_text(p, model.model_dump_json(indent=2) + "\n")
+    return p
+
+
+def load_profile(path: str | Path) -> ProfileModel:
+    """A profile model from a file ``commopt calibrate`` wrote, or calibrated from a trace."""
+    p = Path(path)
+    if not p.is_file():
+        raise OptionError("no such profile or trace file", file=str(p), field="--profile")
+    if p.suffix.lower() == ".json":
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            data = None
+        if isinstance(data, dict) and data.get("format") == "commopt-profile":
+            try:
+                return ProfileModel.model_validate(data)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                loc = ".".join(str(x) for x in err["loc"]) or None
+                raise OptionError(f"bad profile model: {err['msg']}", file=str(p), field=loc) from None
+    return calibrate(p)
+
+
+class ProfileEstimator:
+    """Answers from a calibrated :class:`ProfileModel` (see the module docstring)."""
+
+    name = "profile"
+
+    def __init__(self, model: ProfileModel) -> None:
+        self.model = model
+        self.notes: list[str] = list(model.notes)
+        self._fits = {(f.type, f.group_size): f for f in model.collectives}
+        self._compute = {(e.op, tuple(tuple(s) for s in e.input_shapes), tuple(e.dtypes)): e.time_us
+                         for e in model.compute}
+        self._noted: set[tuple] = set()
+
+    def _note_once(self, key: tuple, text: str) -> None:
+        if key not in self._noted:
+            self._noted.add(key)
+            self.notes.append(text)
+
+    def estimate(self, node: Node, graph: Graph) -> float | None:
+        """Measured or interpolated duration, or None to defer."""
+        if node.kind is NodeKind.COLLECTIVE and node.collective is not None:
+            info = node.collective
+            pg = graph.groups.get(info.group)
+            n = pg.size if pg is not None else (graph.world_size or 1)
+            return self.collective_us(info.type, n, info.bytes)
+        if node.kind is NodeKind.COMPUTE:
+            return self._compute.get(compute_key(node, graph))
+        return None
+
+    def collective_us(self, ctype: str, group_size: int, size_bytes: int) -> float | None:
+        """Interpolated time of a collective, or None outside what was measured."""
+        fit = self._fits.get((ctype, group_size))
+        if fit is None:
+            self._note_once(("missing", ctype, group_size),
+                            f"profile: no {ctype} over {group_size} ranks measured; analytical used")
+            return None
+        if not fit.min_bytes <= size_bytes <= fit.max_bytes:
+            self._note_once(("range", ctype, group_size),
+                            f"profile: some {ctype} over {group_size} ranks fall outside the measured "
+                            f"{fit.min_bytes:,}-{fit.max_bytes:,} bytes; analytical used for those")
+            return None
+        return interpolate_log(fit.points, size_bytes)
+
+
+def interpolate_log(points: list[CollectivePoint], size_bytes: int) -> float:
+    """Piecewise-linear interpolation of log(time) over log(bytes) between measured points."""
+    sizes = [p.size_bytes for p in points]
+    i = bisect_left(sizes, size_bytes)
+    if i < len(points) and sizes[i] == size_bytes:
+        return points[i].time_us
+    lo, hi = points[i - 1], points[i]
+    if lo.size_bytes <= 0 or lo.time_us <= 0 or hi.time_us <= 0:
+        frac = (size_bytes - lo.size_bytes) / (hi.size_bytes - lo.size_bytes)
+        return lo.time_us + frac * (hi.time_us - lo.time_us)
+    frac = (math.log(size_bytes) - math.log(lo.size_bytes)) / (math.log(hi.size_bytes) - math.log(lo.size_bytes))
+    return math.exp(math.log(lo.time_us) + frac * (math.log(hi.time_us) - math.log(lo.time_us)))
+
+
+def compute_key(node: Node, graph: Graph) -> tuple:
+    """(op, tensor input shapes, dtypes) of a compute node, as traces key ops.
+
+    Tensor arguments in call order (a trace's ``Input Dims`` lists them the same way); lists
+    of tensors are skipped on both sides (traces record them without shapes).
+    """
+    shapes = []
+    dtypes = []
+    nodes = graph.nodes
+    for a in list(node.args) + list(node.kwargs.values()):
+        if isinstance(a, Ref) and nodes[a.index].outputs:
+            t = nodes[a.index].outputs[0]
+            shapes.append(tuple(t.shape))
+            dtypes.append(t.dtype)
+    return op_base_name(node.op), tuple(shapes), tuple(dtypes)
+
+
+def from_options(options) -> ProfileEstimator:
+    """The profile estimator for ``options.profile`` (a model file or a trace)."""
+    if not options.profile:
+        raise OptionError("the profile estimator needs --profile FILE (a model from "
+                          "'commopt calibrate' or a Kineto trace)", field="--profile")
+    return ProfileEstimator(load_profile(options.profile))

@@ -1,0 +1,101 @@
+"""`commopt estimate` and `commopt calibrate` from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from commopt.cli.main import main
+from commopt.schemas.estimate import EstimateReport
+from commopt.schemas.profile import ProfileModel
+
+from commopt.io.json_graph import save_json_graph
+from commopt.synth import fsdp_tp_stack
+from tests.estimators.traces import new_format_trace, write
+
+
+def _run(argv: list[str]) -> int:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    return exc.value.code
+
+
+@pytest.fixture
+def graph_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)  # no commopt.toml from the repository applies
+    path = tmp_path / "g.json"
+    save_json_graph(fsdp_tp_stack(2, dp=4, tp=2, hidden=256, tokens=512), path)
+    return path
+
+
+def test_estimate_json(graph_file, capsys):
+    assert _run(["estimate", str(graph_file), "--format", "json", "--top", "3", "--hardware", "a100"]) == 0
+    rep = EstimateReport.model_validate_json(capsys.readouterr().out)
+    assert rep.estimator == "analytical" and rep.hardware == "NVIDIA A100 80GB SXM"
+    assert len(rep.top) == 3 and rep.top[0].duration_us >= rep.top[-1].duration_us
+    assert len(rep.durations) == rep.nodes
+    assert rep.total_us_by_kind["compute"] == pytest.approx(
+        sum(d.duration_us for d in rep.durations if d.kind == "compute"))
+    assert set(rep.comm_us_by_group) == {"dp", "tp"}
+
+
+def test_estimate_text(graph_file, capsys):
+    assert _run(["estimate", str(graph_file), "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "estimates from analytical on NVIDIA H100 SXM" in out and "original order (simulated)" in out
+
+
+def test_calibrate_then_estimate_with_the_profile(graph_file, tmp_path, capsys):
+    trace = write(tmp_path / "t.json.gz", new_format_trace(), gz=True)
+    out = tmp_path / "profile.json"
+    assert _run(["calibrate", str(trace), "-o", str(out)]) == 0
+    model = ProfileModel.model_validate_json(out.read_text())
+    assert model.collectives[0].type == "all_reduce"
+    capsys.readouterr()
+    assert _run(["estimate", str(graph_file), "--profile", str(out), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    rep = EstimateReport.model_validate_json(captured.out)
+    assert rep.estimator == "profile,analytical"  # implied by --profile
+    assert "no all_reduce over 2 ranks" not in captured.err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--estimator", "profle"], "did you mean 'profile'"),
+    (["--hardware", "h1000"], "unknown hardware 'h1000'"),
+    (["--estimator", "profile"], "needs --profile"),
+])
+def test_bad_options_are_one_line_and_exit_2(graph_file, capsys, argv, message):
+    assert _run(["estimate", str(graph_file), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_bad_hardware_file(graph_file, tmp_path, capsys):
+    hw = tmp_path / "hw.json"
+    hw.write_text(json.dumps({"name": "x", "peak_tflops": {"float32": 1}}))
+    assert _run(["estimate", str(graph_file), "--hardware", str(hw)]) == 2
+    assert "field memory_bandwidth_gbps: field required" in capsys.readouterr().err
+
+
+def test_calibrate_rejects_what_is_not_a_trace(tmp_path, capsys):
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"hello": 1}')
+    assert _run(["calibrate", str(bad), "-o", str(tmp_path / "p.json")]) == 2
+    assert "not a Kineto trace" in capsys.readouterr().err
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_calibrate_without_collectives_warns_and_falls_back(tmp_path, capsys):
+    data = new_format_trace()
+    data["traceEvents"] = [e for e in data["traceEvents"] if "nccl" not in e["name"]]
+    trace = write(tmp_path / "t.json", data)
+    assert _run(["calibrate", str(trace), "-o", str(tmp_path / "p.json")]) == 0
+    assert "no NCCL kernels in the trace; collectives use the analytical estimator" in capsys.readouterr().err
+
+
+def test_list_estimators(capsys):
+    assert _run(["estimate", "--list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("analytical", "profile", "table", "benchmark"):
+        assert name in out

@@ -1,0 +1,113 @@
+"""The profile estimator: fitting, log-space interpolation, fallbacks, model files."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from commopt.errors import OptionError
+from commopt.estimators import EstimatorOptions, resolve
+from commopt.estimators.kineto import CollectiveSample, ComputeSample
+from commopt.estimators.profile import (
+    ProfileEstimator,
+    calibrate,
+    compute_key,
+    fit_collectives,
+    fit_compute,
+    load_profile,
+    write_profile,
+)
+from commopt.ir.builder import GraphBuilder
+from tests.estimators.traces import SHARED_TRACES, new_format_trace, write
+
+
+def _samples(points):
+    return [CollectiveSample("all_reduce", 2, b, t, None, "kernel args") for b, t in points]
+
+
+def test_fit_recovers_latency_and_bandwidth():
+    # 10 us + bytes / (20 GB/s)
+    pts = [(b, 10 + b / 20e3) for b in (1e3, 1e5, 1e7)]
+    (fit,) = fit_collectives(_samples([(int(b), t) for b, t in pts]))
+    assert fit.latency_us == pytest.approx(10, rel=1e-6) and fit.bandwidth_gbps == pytest.approx(20, rel=1e-6)
+    assert (fit.min_bytes, fit.max_bytes, len(fit.points)) == (1000, 10_000_000, 3)
+
+
+def test_median_per_size_and_log_interpolation():
+    fits = fit_collectives(_samples([(100, 10.0), (100, 30.0), (100, 11.0), (10_000, 1000.0)]))
+    est = ProfileEstimator(calibrate_model(fits))
+    assert est.collective_us("all_reduce", 2, 100) == 11.0  # the median of three
+    # halfway in log(bytes) -> geometric mean of the times
+    assert est.collective_us("all_reduce", 2, 1000) == pytest.approx(math.sqrt(11.0 * 1000.0))
+
+
+def test_outside_the_range_or_unmeasured_defers_and_says_so():
+    est = ProfileEstimator(calibrate_model(fit_collectives(_samples([(100, 10.0), (1000, 20.0)]))))
+    assert est.collective_us("all_reduce", 2, 10_000) is None
+    assert est.collective_us("all_reduce", 4, 500) is None
+    assert est.collective_us("all_gather", 2, 500) is None
+    assert any("outside the measured 100-1,000 bytes" in n for n in est.notes)
+    assert any("no all_reduce over 4 ranks measured" in n for n in est.notes)
+
+
+def calibrate_model(fits, compute=()):
+    from commopt.schemas.profile import ProfileModel
+
+    return ProfileModel(source="test", device="gpu", collectives=fits, compute=list(compute))
+
+
+def _graph():
+    b = GraphBuilder(world_size=2)
+    b.group("0", ranks=[0, 1])
+    a = b.input("a", (64, 32))
+    w = b.input("w", (32, 16))
+    mm = b.compute("mm", "aten.mm.default", [a, w], (64, 16))
+    x = b.input("x", (1024,))
+    c = b.collective("ar", "all_reduce", "0", x)  # 4096 bytes: measured in step 1
+    c2 = b.collective("ar_big", "all_reduce", "0", b.input("y", (1 << 20,)))  # outside
+    b.output([mm, b.wait("w1", c), b.wait("w2", c2)])
+    return b.build()
+
+
+def test_compute_key_matches_trace_keys():
+    g = _graph()
+    assert compute_key(g.node("mm"), g) == ("aten.mm", ((64, 32), (32, 16)), ("float32", "float32"))
+    entries = fit_compute([ComputeSample("aten.mm", ((64, 32), (32, 16)), ("float32", "float32"), 7.0, 1, None),
+                           ComputeSample("aten.mm", None, None, 99.0, 1, None)])
+    assert len(entries) == 1 and entries[0].time_us == 7.0
+
+
+def test_calibrate_from_a_trace_and_estimate_a_graph(tmp_path):
+    trace = write(tmp_path / "t.json", new_format_trace())
+    model = calibrate(trace, steps=[1])
+    assert model.steps == [1] and len(model.collectives) == 1 and model.collectives[0].points[0].time_us == 100
+    path = write_profile(model, tmp_path / "profile.json")
+    assert load_profile(path) == model
+    chain = resolve("profile", EstimatorOptions(profile=str(path)))
+    assert chain.name == "profile,analytical"
+    g = _graph()
+    d = chain.durations(g)
+    assert d[g.index_of["mm"]] == 41.0 and chain.sources[g.index_of["mm"]] == "profile"
+    assert d[g.index_of["ar"]] == 100.0
+    assert chain.sources[g.index_of["ar_big"]] == "analytical"
+    assert any("outside the measured" in n for n in chain.notes)
+    # a trace path works directly too
+    assert resolve("profile", EstimatorOptions(profile=str(trace))).durations(g)[g.index_of["mm"]] == 41.5
+
+
+def test_profile_needs_a_file_and_a_valid_model(tmp_path):
+    with pytest.raises(OptionError, match="needs --profile"):
+        resolve("profile")
+    bad = tmp_path / "p.json"
+    bad.write_text('{"format": "commopt-profile", "version": 1, "source": "x"}')
+    with pytest.raises(OptionError, match="bad profile model"):
+        load_profile(bad)
+
+
+@pytest.mark.skipif(not (SHARED_TRACES / "hta" / "nccl_data.json.gz").is_file(), reason="no shared traces")
+def test_real_trace_reproduces_a_measured_size():
+    model = calibrate(SHARED_TRACES / "hta" / "nccl_data.json.gz", steps=[4, 5])
+    est = ProfileEstimator(model)
+    # broadcast of 53,120 floats took 30.975 and 30.848 us in steps 4 and 5
+    assert est.collective_us("broadcast", 2, 53120 * 4) == pytest.approx((30.975 + 30.848) / 2, rel=1e-3)

@@ -1,0 +1,70 @@
+"""Small hand-written Kineto traces in both formats, for parser tests."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+SHARED_TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
+
+
+def _x(cat, name, ts, dur, pid=1, tid=1, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def new_format_trace() -> dict:
+    """Two steps; per step an all_reduce with args on the kernel and an mm with shapes."""
+    ev = []
+    for step, base in ((1, 0), (2, 1000)):
+        ev.append(_x("user_annotation", f"ProfilerStep#{step}", base, 900))
+        ev.append(_x("cpu_op", "aten::mm", base + 10, 50, **{"External id": 100 + step,
+                     "Input Dims": [[64, 32], [32, 16]], "Input type": ["float", "float"]}))
+        ev.append(_x("cuda_runtime", "cudaLaunchKernel", base + 20, 5,
+                     **{"External id": 100 + step, "correlation": 500 + step}))
+        ev.append(_x("kernel", "void gemm_kernel()", base + 30, 40 + step, pid=0, tid=7,
+                     **{"External id": 100 + step, "correlation": 500 + step}))
+        ev.append(_x("cpu_op", "record_param_comms", base + 100, 30, **{"External id": 200 + step}))
+        ev.append(_x("cuda_runtime", "cudaLaunchKernelExC", base + 110, 5,
+                     **{"External id": 200 + step, "correlation": 600 + step}))
+        ev.append(_x("kernel", "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+                     base + 120, 100 * step, pid=0, tid=40,
+                     **{"External id": 200 + step, "correlation": 600 + step, "Collective name": "allreduce",
+                        "In msg nelems": 1024 * step, "Out msg nelems": 1024 * step, "Group size": 2,
+                        "dtype": "Float", "Process Group Name": "0"}))
+    return {"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 2},
+            "deviceProperties": [{"name": "Test GPU"}], "traceEvents": ev}
+
+
+def old_format_trace() -> dict:
+    """Collective info only on the CPU side; a SendRecv kernel that is really an all_to_all."""
+    ev = [
+        _x("user_annotation", "ProfilerStep#7", 0, 900),
+        _x("cpu_op", "c10d::alltoall_base_", 100, 80, **{"External id": 1}),
+        _x("user_annotation", "nccl:all_to_all", 110, 50, **{"External id": 2,
+           "Input Dims": [[8, 256]], "Input type": ["c10::BFloat16"]}),
+        _x("cuda_runtime", "cudaLaunchKernel", 120, 5, **{"External id": 77, "correlation": 77}),
+        _x("kernel", "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", 130, 300, pid=0, tid=21,
+           **{"External id": 77, "correlation": 77}),
+        _x("cpu_op", "c10d::_allgather_base_", 300, 80, **{"External id": 3,
+           "Input Dims": [[4096], [1024], []], "Input type": ["float", "float", ""]}),
+        _x("user_annotation", "nccl:_all_gather_base", 310, 50, **{"External id": 4,
+           "Input Dims": [[1024]], "Input type": ["float"]}),
+        _x("cuda_runtime", "cudaLaunchKernel", 320, 5, **{"External id": 78, "correlation": 78}),
+        _x("kernel", "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)", 330, 200, pid=0, tid=21,
+           **{"External id": 78, "correlation": 78}),
+        _x("cpu_op", "aten::relu", 500, 40, **{"External id": 5, "Input Dims": [[128]], "Input type": ["float"]}),
+        _x("cpu_op", "aten::clamp_min", 505, 30, **{"External id": 6, "Input Dims": [[128], []],
+           "Input type": ["float", "Scalar"]}),
+        _x("cuda_runtime", "cudaLaunchKernel", 510, 5, **{"External id": 79, "correlation": 79}),
+        _x("kernel", "void elementwise()", 520, 9, pid=0, tid=7, **{"External id": 79, "correlation": 79}),
+        _x("kernel", "void orphan()", 600, 3, pid=0, tid=7, **{"External id": 80, "correlation": 80}),
+    ]
+    return {"schemaVersion": 1, "distributedInfo": {"rank": 3, "world_size": 8}, "traceEvents": ev}
+
+
+def write(path: Path, data: dict, *, gz: bool = False) -> Path:
+    """Write a trace as JSON (gzip-compressed when ``gz``)."""
+    text = json.dumps(data).encode()
+    path.write_bytes(gzip.compress(text) if gz else text)
+    return path
