@@ -1,0 +1,73 @@
+"""The HTML report without a browser: self-contained, deterministic, escaped, complete data."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from commopt.ir.builder import GraphBuilder
+from commopt.report.build import build_report
+from commopt.report.html import render_html, report_data, write_html
+from tests.report.samples import durations, hand_sim, naive_order, naive_sim, two_groups
+
+
+def _report():
+    g = two_groups()
+    return build_report(g, naive_order(g), g.original_order, durations(g),
+                        estimator_name="table", before_sim=naive_sim(g), after_sim=hand_sim(g))
+
+
+def _data(page: str) -> dict:
+    m = re.search(r'<script type="application/json" id="commopt-data">(.*?)</script>', page, re.S)
+    assert m is not None
+    return json.loads(m.group(1))
+
+
+def test_page_is_deterministic(tmp_path):
+    write_html(_report(), tmp_path / "a.html")
+    write_html(_report(), tmp_path / "b.html")
+    assert (tmp_path / "a.html").read_bytes() == (tmp_path / "b.html").read_bytes()
+
+
+def test_page_fetches_nothing():
+    page = render_html(_report())
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "@import" not in page and "url(" not in page
+    assert "<link" not in page and "<script src" not in page
+    # the only URL is the SVG namespace the script passes to createElementNS
+    assert set(re.findall(r"https?://[^\s\"')]+", page)) == {"http://www.w3.org/2000/svg"}
+
+
+def test_embedded_data_holds_every_lane_and_event():
+    r = _report()
+    data = _data(render_html(r))
+    assert [s["label"] for s in data["schedules"]] == ["before", "after"]
+    after = data["schedules"][1]
+    assert [lane["name"] for lane in after["lanes"]] == ["compute", "comm:dp", "comm:tp"]
+    assert [len(lane["ev"]) // 5 for lane in after["lanes"]] == [5, 2, 1]
+    names = data["nodes"]["name"]
+    dp = after["lanes"][1]["ev"]
+    assert [names[dp[k + 2]] for k in range(0, len(dp), 5)] == ["ag_a", "ag_b"]
+    assert data == report_data(r)
+
+
+def test_tables_are_in_the_page():
+    page = render_html(_report())
+    assert "<td>makespan</td><td class=\"num\">170.0 us</td>" in page
+    assert "Most exposed collectives (after)" in page
+    assert page.index('id="sched-before"') < page.index('id="sched-after"')
+
+
+def test_hostile_node_names_are_escaped():
+    b = GraphBuilder(name="<b>g</b>", world_size=2)
+    b.group("g", ranks=[0, 1])
+    x = b.input("x", (4,))
+    evil = "</script><img src=x onerror=alert(1)>"
+    c = b.collective(evil, "all_reduce", "g", x)
+    w = b.wait("w", c)
+    b.output([w])
+    g = b.build()
+    r = build_report(g, g.original_order, None, [0.0, 5.0, 0.0, 0.0], estimator_name="t")
+    page = render_html(r)
+    assert evil not in page and "<b>g</b>" not in page
+    assert _data(page)["nodes"]["name"][0] == evil

@@ -1,0 +1,120 @@
+"""`commopt report` from the command line: outputs, formats, errors, step summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from commopt.cli.main import main
+from commopt.schemas.report import OverlapReport
+
+from commopt.io.json_graph import save_json_graph
+from commopt.synth import fsdp_tp_stack
+from tests.report.jsonschema_subset import validate
+
+
+def _run(argv: list[str]) -> int:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    return exc.value.code
+
+
+@pytest.fixture
+def graphs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A graph and a reordered copy with every wait sunk to just before its first user."""
+    monkeypatch.chdir(tmp_path)  # no commopt.toml from the repository applies
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    g = fsdp_tp_stack(3, dp=2, tp=2, hidden=64, tokens=32)
+    path = tmp_path / "g.json"
+    save_json_graph(g, path)
+    order = [i for i in g.original_order if g.nodes[i].kind.label != "wait"]
+    for w in g.waits():
+        first_user = min(g.users(w))
+        order.insert(order.index(first_user), w)
+    reordered = tmp_path / "g.sunk.json"
+    save_json_graph(g, reordered, order)
+    return path, reordered
+
+
+def test_text_report_with_all_files(graphs, tmp_path, capsys):
+    graph, reordered = graphs
+    out = tmp_path / "out"
+    code = _run(["report", str(graph), "--reordered", str(reordered),
+                 "--html", str(out / "r.html"), "--trace", str(out / "t.json"),
+                 "--markdown", str(out / "r.md"), "--timeline-rows", "5"])
+    assert code == 0
+    captured = capsys.readouterr()
+    text = captured.out
+    assert text.index("overlap before / after") < text.index("most exposed collectives (after)")
+    assert text.index("most exposed collectives") < text.index("timeline (after")
+    assert "estimates from the analytical estimator" in text
+    assert "\x1b[" not in text  # not a terminal: plain
+    assert (out / "r.html").read_text().startswith("<!DOCTYPE html>")
+    assert json.loads((out / "t.json").read_text())["traceEvents"]
+    assert (out / "r.md").read_text().startswith("## commopt overlap report")
+    assert f"wrote {out / 'r.html'}" in captured.err
+
+
+def test_json_format_validates_and_names_the_estimator(graphs, capsys):
+    graph, reordered = graphs
+    assert _run(["report", str(graph), "--reordered", str(reordered), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    validate(doc, OverlapReport.model_json_schema())
+    report = OverlapReport.model_validate(doc)
+    assert report.estimator == "analytical"
+    assert report.after is not None
+    assert report.after.exposed_comm_us <= report.before.exposed_comm_us
+
+
+def test_graph_alone_has_no_after(graphs, capsys):
+    graph, _ = graphs
+    assert _run(["report", str(graph), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["after"] is None
+
+
+def test_durations_in_the_file_win_over_the_estimator(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    from commopt.ir.builder import GraphBuilder
+
+    b = GraphBuilder(world_size=2)
+    b.group("g", ranks=[0, 1])
+    x = b.input("x", (8, 8))
+    c = b.collective("ar", "all_reduce", "g", x, duration_us=123.0)
+    w = b.wait("ar_wait", c)
+    y = b.compute("y", "aten.relu.default", [w], (8, 8), duration_us=7.0)
+    b.output([y])
+    save_json_graph(b.build(), tmp_path / "d.json")
+    assert _run(["report", str(tmp_path / "d.json"), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["before"]["makespan_us"] == 130.0
+    assert doc["before"]["exposed_comm_us"] == 123.0
+
+
+def test_step_summary_is_appended(graphs, tmp_path, monkeypatch, capsys):
+    graph, _ = graphs
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    assert _run(["report", str(graph)]) == 0
+    assert summary.read_text().startswith("## commopt overlap report: `synth_fsdp2_tp2_L3`")
+
+
+def test_reordered_graph_of_another_graph_is_a_user_error(graphs, tmp_path, capsys):
+    graph, _ = graphs
+    other = tmp_path / "other.json"
+    save_json_graph(fsdp_tp_stack(1, dp=2, hidden=64, tokens=32), other)
+    assert _run(["report", str(graph), "--reordered", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("commopt: error: ") and str(other) in err and "Traceback" not in err
+
+
+def test_missing_graph_is_a_user_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert _run(["report", str(tmp_path / "nope.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_unknown_estimator_is_a_user_error(graphs, capsys):
+    graph, _ = graphs
+    assert _run(["report", str(graph), "--estimator", "nonsense"]) == 2
+    assert "nonsense" in capsys.readouterr().err
