@@ -49,12 +49,14 @@ def test_torch_order_maps_to_a_checked_permutation(tiny):
     collectives = {graph.nodes[c].name for c in graph.collectives()}
     for v in check_order(graph, order):
         assert v.invariant in (1, 2) and set(v.nodes) <= collectives, str(v)
-    # torch really reordered: layer 1's weight all-gather is issued before layer 0's first mm
-    pos = {graph.nodes[i].name: k for k, i in enumerate(order)}
-    gathers = [graph.nodes[c].name for c in graph.collectives()
-               if graph.nodes[c].collective.type == "all_gather"]
-    first_mm = next(n.name for n in graph.nodes if n.op.startswith("aten.mm"))
-    assert pos[gathers[2]] < pos[first_mm]
+    # torch really reordered: the input waits for layer 0's second weight before the first
+    # mm; torch issues that all-gather, runs the mm, then waits
+    pos = {i: k for k, i in enumerate(order)}
+    second_gather = [c for c in graph.collectives() if graph.nodes[c].collective.type == "all_gather"][1]
+    wait = graph.waits_of(second_gather)[0]
+    first_mm = next(n.index for n in graph.nodes if n.op.startswith("aten.mm"))
+    assert wait < first_mm
+    assert pos[second_gather] < pos[first_mm] < pos[wait]
 
 
 def test_custom_estimation_hands_torch_commopt_durations_in_ms(tiny):
