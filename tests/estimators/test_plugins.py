@@ -1,0 +1,96 @@
+"""Estimator plug-ins: a real package installed into a temporary directory, and registry rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+from commopt.errors import OptionError
+from commopt.estimators import registry
+from commopt.io.json_graph import save_json_graph
+from commopt.synth import fsdp_tp_stack
+
+PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "example_estimator_plugin"
+
+
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory) -> Path:
+    target = tmp_path_factory.mktemp("site")
+    build = tmp_path_factory.mktemp("build")
+    # build from a copy so no build/ or egg-info lands in the repository
+    subprocess.run(["cp", "-r", str(PLUGIN), str(build / "src")], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--no-index", "--target", str(target), str(build / "src")], check=True)
+    return target
+
+
+def _commopt(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(site), NO_COLOR="1")
+    code = "import sys; from commopt.cli.main import main; main(sys.argv[1:])"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env=env, cwd=cwd)
+
+
+@pytest.mark.slow
+def test_installed_plugin_is_listed_used_and_a_broken_one_is_contained(plugin_path, tmp_path):
+    g = tmp_path / "g.json"
+    save_json_graph(fsdp_tp_stack(1, dp=2, hidden=64, tokens=64), g)
+    listed = _commopt(["estimate", "--list", "--format", "json"], plugin_path, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    by_name = {e["name"]: e for e in json.loads(listed.stdout)["estimators"]}
+    assert by_name["flat"]["error"] is None and "commopt-example-estimator" in by_name["flat"]["source"]
+    assert "failed to import" in by_name["broken"]["error"]
+    assert by_name["analytical"]["error"] is None
+
+    used = _commopt(["estimate", str(g), "--estimator", "flat", "--format", "json"], plugin_path, tmp_path)
+    assert used.returncode == 0, used.stderr
+    report = json.loads(used.stdout)
+    assert report["estimator"] == "flat,analytical"
+    compute = [d for d in report["durations"] if d["kind"] == "compute"]
+    assert compute and all(d["duration_us"] == 3.25 and d["source"] == "flat" for d in compute)
+    assert "flat: every compute node takes 3.25 us" in used.stderr
+
+    broken = _commopt(["estimate", str(g), "--estimator", "broken"], plugin_path, tmp_path)
+    assert broken.returncode == 2
+    assert "estimator 'broken'" in broken.stderr and "failed to import" in broken.stderr
+    assert "Traceback" not in broken.stderr
+
+
+def _fake_eps(monkeypatch, eps):
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: eps if group else {})
+
+
+def test_a_name_defined_twice_names_both_sources(monkeypatch):
+    _fake_eps(monkeypatch, [
+        EntryPoint("twin", "pkg_a.mod:Est", registry.ENTRY_POINT_GROUP),
+        EntryPoint("twin", "pkg_b.mod:Est", registry.ENTRY_POINT_GROUP),
+    ])
+    info = registry.discover()["twin"]
+    assert "pkg_a.mod:Est" in info.error and "pkg_b.mod:Est" in info.error
+    with pytest.raises(OptionError, match="defined twice"):
+        registry.resolve("twin")
+    # the rest still works
+    assert registry.resolve("analytical").name == "analytical"
+
+
+def test_a_plugin_may_not_shadow_a_builtin(monkeypatch):
+    _fake_eps(monkeypatch, [EntryPoint("analytical", "evil.mod:Est", registry.ENTRY_POINT_GROUP)])
+    assert "built-in" in registry.discover()["analytical"].error
+
+
+def test_plugins_are_discovered_sorted_by_name(monkeypatch):
+    _fake_eps(monkeypatch, [
+        EntryPoint("zeta", "tests.estimators.test_chain:Fixed", registry.ENTRY_POINT_GROUP),
+        EntryPoint("alpha", "tests.estimators.test_chain:Fixed", registry.ENTRY_POINT_GROUP),
+    ])
+    names = [n for n in registry.discover() if n in ("alpha", "zeta")]
+    assert names == ["alpha", "zeta"]
+    assert registry.resolve("zeta,alpha").name == "fixed,fixed,analytical"
