@@ -1,0 +1,63 @@
+"""Record our own Kineto trace on CPU (a gloo run of a sample graph) and calibrate from it."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from commopt.estimators import EstimatorOptions, resolve
+from commopt.estimators.kineto import parse_trace
+from commopt.estimators.profile import calibrate
+from commopt.io import load_graph
+from tests.distributed import read_groups_record, recreate_groups, run_exported, run_gloo
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_graphs" / "ws2" / "ddp"
+STEPS = 3
+
+
+def _profiled_steps(rank: int, world_size: int, archive: str, trace_path: str) -> bool:
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    mapping = recreate_groups(read_groups_record(archive))
+    ep = torch.export.load(archive)
+    run_exported(ep, mapping)  # warm-up outside the trace
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for step in range(STEPS):
+            with record_function(f"ProfilerStep#{step}"):
+                run_exported(ep, mapping)
+    if rank == 0:
+        prof.export_chrome_trace(trace_path)
+    return True
+
+
+@pytest.mark.slow
+def test_calibrate_from_a_cpu_gloo_trace(tmp_path):
+    trace = tmp_path / "rank0.pt.trace.json"
+    assert run_gloo(_profiled_steps, 2, str(SAMPLE.with_suffix(".pt2")), str(trace)) == [True, True]
+
+    parsed = parse_trace(trace)
+    assert parsed.device == "cpu" and parsed.steps == list(range(STEPS))
+    assert {c.type for c in parsed.collectives} == {"all_reduce"}
+    assert all(c.group_size == 2 for c in parsed.collectives)
+    assert len(parsed.collectives) == 2 * STEPS  # two gradient buckets per step
+
+    model = calibrate(parsed)
+    (fit,) = model.collectives
+    assert (fit.type, fit.group_size) == ("all_reduce", 2)
+    assert model.compute, "aten ops with shapes"
+
+    graph = load_graph(SAMPLE.with_suffix(".json"))
+    chain = resolve(options=EstimatorOptions(estimator="profile", profile=str(trace)))
+    durations = chain.durations(graph)
+    colls = graph.collectives()
+    # the buckets the graph all-reduces are exactly the sizes measured
+    assert all(chain.sources[c] == "profile" for c in colls)
+    for c in colls:
+        size = graph.nodes[c].collective.bytes
+        measured = [s.duration_us for s in parsed.collectives if s.size_bytes == size]
+        assert measured and durations[c] == pytest.approx(statistics.median(measured))
+    matmuls = [n.index for n in graph.nodes if n.op.startswith(("aten.mm", "aten.addmm"))]
+    assert matmuls and all(chain.sources[i] == "profile" for i in matmuls)
