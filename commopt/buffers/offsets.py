@@ -44,12 +44,13 @@ def lower_bound(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[int
 class _OccupancyTree:
     """Which memory is taken, by time range: a segment tree over compressed time.
 
-    Every node keeps two coalesced, sorted sets of byte ranges: ``own`` (buffers whose time
-    range covers the node's whole range, stored at their canonical nodes) and ``agg`` (the
-    union of ``own`` over the node's subtree). The memory taken during a time range is then
-    the union of ``agg`` at the range's canonical nodes and ``own`` at their ancestors:
-    O(log T) sets, each short because touching byte ranges merge. This avoids enumerating
-    every pair of buffers whose lifetimes overlap (quadratic when some live very long).
+    Every node keeps two coalesced sets of byte ranges, each a flat sorted list
+    ``[start0, end0, start1, end1, ...]``: ``own`` (buffers whose time range covers the
+    node's whole range, stored at their canonical nodes) and ``agg`` (the union of ``own``
+    over the node's subtree). The memory taken during a time range is then the union of
+    ``agg`` at the range's canonical nodes and ``own`` at their ancestors: O(log T) sets,
+    each short because touching byte ranges merge. This avoids enumerating every pair of
+    buffers whose lifetimes overlap (quadratic when some live very long).
     """
 
     def __init__(self, coords: list[int]) -> None:
@@ -58,8 +59,8 @@ class _OccupancyTree:
         while leaves < max(1, len(coords) - 1):
             leaves *= 2
         self.leaves = leaves
-        self.own: dict[int, tuple[list[int], list[int]]] = {}
-        self.agg: dict[int, tuple[list[int], list[int]]] = {}
+        self.own: list[list[int] | None] = [None] * (2 * leaves)
+        self.agg: list[list[int] | None] = [None] * (2 * leaves)
 
     def nodes_for(self, first: int, last: int) -> tuple[list[int], list[int]]:
         """(canonical nodes, their strict ancestors) of the time range [first, last]."""
@@ -86,38 +87,43 @@ class _OccupancyTree:
         return canon, ancestors
 
     def taken(self, canon: list[int], ancestors: list[int]) -> list[tuple[int, int]]:
-        """Byte ranges taken by placed buffers live during the range, sorted by start."""
+        """Byte ranges ``(start, end)`` taken by placed buffers live during the range, sorted
+        by start (ranges from different sets may overlap)."""
+        agg, own = self.agg, self.own
+        found = [agg[v] for v in canon if agg[v]] + [own[v] for v in ancestors if own[v]]
+        if len(found) == 1:
+            flat = found[0]
+            return list(zip(flat[0::2], flat[1::2], strict=True))
         pairs: list[tuple[int, int]] = []
-        for sets, keys in ((self.agg, canon), (self.own, ancestors)):
-            for v in keys:
-                got = sets.get(v)
-                if got is not None:
-                    pairs.extend(zip(got[0], got[1], strict=True))
+        for flat in found:
+            pairs.extend(zip(flat[0::2], flat[1::2], strict=True))
         pairs.sort()
         return pairs
 
     def add(self, canon: list[int], ancestors: list[int], start: int, end: int) -> None:
         """Mark [start, end) taken during the range with these canonical nodes."""
+        own, agg = self.own, self.agg
         for v in canon:
-            _merge_into(self.own, v, start, end)
-            _merge_into(self.agg, v, start, end)
+            own[v] = _merged(own[v], start, end)
+            agg[v] = _merged(agg[v], start, end)
         for v in ancestors:
-            _merge_into(self.agg, v, start, end)
+            agg[v] = _merged(agg[v], start, end)
 
 
-def _merge_into(sets: dict[int, tuple[list[int], list[int]]], v: int, start: int, end: int) -> None:
-    got = sets.get(v)
-    if got is None:
-        sets[v] = ([start], [end])
-        return
-    starts, ends = got
-    i = bisect.bisect_left(ends, start)
-    j = bisect.bisect_right(starts, end)
-    if i < j:
-        start = min(start, starts[i])
-        end = max(end, ends[j - 1])
-    starts[i:j] = [start]
-    ends[i:j] = [end]
+def _merged(flat: list[int] | None, start: int, end: int) -> list[int]:
+    """``flat`` (disjoint, non-touching ranges) with [start, end) added, merged in place."""
+    if flat is None:
+        return [start, end]
+    i = bisect.bisect_left(flat, start)
+    if i & 1:  # start falls in (or touches the end of) range i // 2
+        i -= 1
+        start = flat[i]
+    j = bisect.bisect_right(flat, end)
+    if j & 1:  # end falls in (or touches the start of) range j // 2
+        end = flat[j]
+        j += 1
+    flat[i:j] = (start, end)
+    return flat
 
 
 def greedy_best_fit(order: Sequence[int], sizes: Sequence[int], firsts: Sequence[int],
@@ -140,8 +146,8 @@ def greedy_best_fit(order: Sequence[int], sizes: Sequence[int], firsts: Sequence
         best_off = -1
         best_gap = -1
         top = 0
-        for off, end in tree.taken(canon, ancestors):
-            gap = off - top
+        for start, end in tree.taken(canon, ancestors):
+            gap = start - top
             if gap >= size and (best_gap < 0 or gap < best_gap):
                 best_gap, best_off = gap, top
             if end > top:
@@ -167,9 +173,13 @@ def assign_offsets(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[
     names = list(orderings) if orderings is not None else list(ORDERINGS)
     bound = lower_bound(sizes, firsts, lasts)
     best: tuple[list[int], int, str] | None = None
+    tried: list[list[int]] = []
     for name in names:
         key = ORDERINGS[name]
         order = sorted(range(n), key=lambda i, key=key: key(i, sizes[i], firsts[i], lasts[i]))
+        if order in tried:  # same priorities, same placement
+            continue
+        tried.append(order)
         offsets, arena = greedy_best_fit(order, sizes, firsts, lasts)
         if best is None or arena < best[1]:
             best = (offsets, arena, name)
