@@ -187,6 +187,7 @@ def _schedule(graph: Graph, order: Sequence[int], sim: SimResult, label: str) ->
             wait=nodes[wait].name if wait is not None else None,
             wait_start_us=t.wait_start_us,
             exposed_us=t.exposed_us,
+            reasons=[],
         ))
     raw.sort(key=lambda r: (_lane_key(r[0]), r[1], r[2]))
     events: list[ReportEvent] = []

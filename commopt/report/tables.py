@@ -98,12 +98,14 @@ class TimelineRow:
     in_flight: dict[str, str]
 
 
-def timeline(schedule: ScheduleReport, groups: list[str]) -> list[TimelineRow]:
-    """The schedule step by step, with the collectives in flight in each group.
+def timeline(schedule: ScheduleReport, groups: list[str],
+             limit: int = 0) -> tuple[list[TimelineRow], int]:
+    """The first ``limit`` steps of the schedule (0: all), and how many steps there are.
 
-    ``+name`` marks an issue, ``name`` a collective still in flight, ``-name`` its wait;
-    several collectives may be in flight in one group and in several groups at once.
-    Inputs, views and the output cost nothing and are left out.
+    Each row has the collectives in flight in each group: ``+name`` marks an issue, ``name``
+    a collective still in flight, ``-name`` its wait; several collectives may be in flight
+    in one group and in several groups at once. Inputs, views and the output cost nothing
+    and are left out.
     """
     rows: dict[int, tuple[float, float, str]] = {}
     for e in schedule.events:
@@ -121,6 +123,9 @@ def timeline(schedule: ScheduleReport, groups: list[str]) -> list[TimelineRow]:
         else:
             spans.append((c.issue_step, -1, c.group, c.node))
     steps = sorted(rows)
+    total = len(steps)
+    if limit > 0:
+        steps = steps[:limit]
     out: list[TimelineRow] = []
     by_start = sorted(spans)
     live: list[tuple[int, int, str, str]] = []
@@ -143,4 +148,4 @@ def timeline(schedule: ScheduleReport, groups: list[str]) -> list[TimelineRow]:
         live = still
         start, end, what = rows[step]
         out.append(TimelineRow(step, start, end, what, {g: " ".join(v) for g, v in marks.items()}))
-    return out
+    return out, total

@@ -82,8 +82,7 @@ def _timeline(report: OverlapReport, console: Console, limit: int) -> None:
     schedule = report.final
     groups = [g.name for g in report.groups
               if any(c.group == g.name for c in schedule.collectives)]
-    rows = tables.timeline(schedule, groups)
-    shown = rows if limit <= 0 else rows[:limit]
+    shown, total = tables.timeline(schedule, groups, limit)
     headers = ["step", "start", "end", "node"] + [f"in flight: {g}" for g in groups]
     body = [
         [str(r.step), f"{r.start_us:,.1f}", f"{r.end_us:,.1f}", r.what]
@@ -92,8 +91,8 @@ def _timeline(report: OverlapReport, console: Console, limit: int) -> None:
     ]
     title = (f"timeline ({schedule.label}; us; +issue, -wait; inputs and views left out)")
     console.print(_table(console, title, headers, body, right=("step", "start", "end")))
-    if len(shown) < len(rows):
-        console.print(f"... {len(rows) - len(shown)} more steps (--timeline-rows 0 shows all)",
+    if len(shown) < total:
+        console.print(f"... {total - len(shown)} more steps (--timeline-rows 0 shows all)",
                       markup=False, highlight=False)
     console.print(
         f"makespan {fmt.us(schedule.makespan_us)}, exposed {fmt.us(schedule.exposed_comm_us)}, "
