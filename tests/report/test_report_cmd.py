@@ -118,3 +118,26 @@ def test_unknown_estimator_is_a_user_error(graphs, capsys):
     graph, _ = graphs
     assert _run(["report", str(graph), "--estimator", "nonsense"]) == 2
     assert "nonsense" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_outputs_are_byte_identical_under_any_hash_seed(graphs, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    graph, reordered = graphs
+    outputs = []
+    for seed in ("0", "12345"):
+        out = tmp_path / f"seed{seed}"
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        env.pop("GITHUB_STEP_SUMMARY", None)
+        done = subprocess.run(
+            [sys.executable, "-c", "import sys; from commopt.cli.main import main; main(sys.argv[1:])",
+             "report", str(graph), "--reordered", str(reordered), "--html", str(out / "r.html"),
+             "--trace", str(out / "t.json"), "--markdown", str(out / "r.md"), "--format", "json"],
+            check=True, env=env, cwd=tmp_path, capture_output=True,
+        )
+        outputs.append([(out / name).read_bytes() for name in ("r.html", "t.json", "r.md")]
+                       + [done.stdout])
+    assert outputs[0] == outputs[1]
