@@ -1,0 +1,210 @@
+"""Estimators and simulator: profile accuracy on real traces, our collective model against
+torch's ``comm_analysis``, and estimation / simulation time at 100,000 nodes."""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from pathlib import Path
+
+from bench.util import table
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT.parent / "shared" / "data" / "traces"
+
+
+# ---------------------------------------------------------------------------- profile accuracy
+def _rel(pred: float, actual: float) -> float:
+    return abs(pred - actual) / actual if actual > 0 else 0.0
+
+
+def _score(model_traces, target, label: str, rows_coll: list, rows_comp: list, steps=None) -> None:
+    """Fit on ``model_traces`` (restricted to ``steps``) and predict ``target``'s samples."""
+    from commopt.estimators.profile import ProfileEstimator, calibrate, fit_compute
+
+    model = calibrate(model_traces, steps=steps)
+    est = ProfileEstimator(model)
+    keep = (lambda s: s.step == target.steps[-1]) if steps is not None else (lambda s: True)
+    by_type: dict[str, list[float]] = {}
+    outside: dict[str, int] = {}
+    for s in target.collectives:
+        if not keep(s):
+            continue
+        pred = est.collective_us(s.type, s.group_size, s.size_bytes)
+        if pred is None:
+            outside[s.type] = outside.get(s.type, 0) + 1
+            by_type.setdefault(s.type, [])
+            continue
+        by_type.setdefault(s.type, []).append(_rel(pred, s.duration_us))
+    for ctype in sorted(by_type):
+        errs = by_type[ctype]
+        n = len(errs) + outside.get(ctype, 0)
+        rows_coll.append((label, ctype, n, len(errs),
+                          f"{statistics.median(errs):.1%}" if errs else "-",
+                          f"{max(errs):.1%}" if errs else "-"))
+    # compute: share of kernel time tied to an op, and accuracy of (op, shapes, dtypes) lookups
+    lookup = {(e.op, tuple(tuple(x) for x in e.input_shapes), tuple(e.dtypes)): e.time_us
+              for e in fit_compute([s for t in (model_traces if isinstance(model_traces, list) else [model_traces])
+                                    for s in t.compute if steps is None or s.step in steps])}
+    last = [s for s in target.compute if keep(s)]
+    total = sum(s.duration_us for s in last)
+    hit_time = 0.0
+    errs = []
+    for s in last:
+        if s.input_shapes is None:
+            continue
+        pred = lookup.get((s.op, s.input_shapes, s.dtypes))
+        if pred is not None:
+            hit_time += s.duration_us
+            errs.append(_rel(pred, s.duration_us))
+    matched = target.matched_kernel_us / target.compute_kernel_us if target.compute_kernel_us else 0.0
+    has_shapes = any(s.input_shapes for s in target.compute)
+    rows_comp.append((label, f"{matched:.1%}", f"{hit_time / total:.1%}" if total and has_shapes else "no shapes",
+                      f"{statistics.median(errs):.1%}" if errs else "-"))
+
+
+def profile_accuracy(quick: bool) -> str:
+    """Per trace: fit on all but the last profiler step, predict the last step."""
+    from commopt.estimators.kineto import parse_trace
+
+    if not TRACES.is_dir():
+        return "_no traces at ../shared/data/traces: profile accuracy skipped._\n"
+    files = sorted((TRACES / "hta").glob("*.json.gz"))
+    if quick:
+        files = [f for f in files if f.name == "nccl_data.json.gz"]
+    rows_coll: list = []
+    rows_comp: list = []
+    parse_s = []
+    for f in files:
+        t0 = time.perf_counter()
+        tr = parse_trace(f)
+        parse_s.append((f.name, time.perf_counter() - t0))
+        if len(tr.steps) < 2:
+            if tr.collectives or tr.compute:
+                rows_comp.append((f.name, f"{tr.matched_kernel_us / tr.compute_kernel_us:.1%}"
+                                  if tr.compute_kernel_us else "-", "one step", "-"))
+            continue
+        _score([tr], tr, f"{f.name} (step {tr.steps[-1]} from {tr.steps[:-1]})", rows_coll, rows_comp,
+               steps=tr.steps[:-1])
+    dlrm = sorted((TRACES / "param" / "dlrm_kineto").glob("worker*.json.gz"))
+    if dlrm and not quick:
+        parsed = [parse_trace(f) for f in dlrm]
+        # one profiler step per file: fit on ranks 1-7, predict rank 0 (same step, other ranks)
+        _score(parsed[1:], parsed[0], "dlrm_kineto (rank 0 from ranks 1-7)", rows_coll, rows_comp)
+    out = ["### Profile estimator on real traces\n",
+           "Fit on every profiler step but the last, predict the last step's kernels (relative "
+           "error |pred - measured| / measured). Collectives outside the measured size range "
+           "fall back to analytical and are not scored (`scored` < `kernels`).\n",
+           table(["trace", "collective", "kernels", "scored", "median error", "worst error"], rows_coll),
+           "",
+           table(["trace", "kernel time matched to ops", "last-step kernel time with a profile entry",
+                  "median error of those"], rows_comp),
+           "",
+           "Trace parse time: " + ", ".join(f"{n} {s:.2f} s" for n, s in parse_s) + ".\n"]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------- vs torch
+@contextlib.contextmanager
+def _torch_as_hopper():
+    """Make torch's model believe it runs on NVLink-connected Hopper GPUs (we have no GPU)."""
+    from torch._inductor import comm_analysis as ca
+
+    saved = ca.get_gpu_type, ca._has_nvlink
+    ca.get_gpu_type = lambda: ca.NVIDIA_GPU_TYPE.HOPPER
+    ca._has_nvlink = lambda: True
+    try:
+        yield ca
+    finally:
+        ca.get_gpu_type, ca._has_nvlink = saved
+
+
+def vs_torch(quick: bool) -> str:
+    """Our ring model (H100 preset) against torch's comm_analysis on synthetic sizes and samples."""
+    from commopt.estimators.analytical import AnalyticalEstimator, collective_time_us
+    from commopt.estimators.hardware import PRESETS
+    from commopt.io import load_graph
+
+    hw = PRESETS["h100"]
+    kinds = {"all_reduce": "ALL_REDUCE", "all_gather": "ALL_GATHER",
+             "reduce_scatter": "REDUCE_SCATTER", "all_to_all": "ALL_TO_ALL"}
+    rows = []
+    with _torch_as_hopper() as ca:
+        for ctype, tname in kinds.items():
+            for n, hosts in ((8, 1), (16, 2)):
+                for size in (1 << 20, 64 << 20, 1 << 30):
+                    ours = collective_time_us(hw, ctype, size, n, hosts)
+                    # torch's FX path passes input + output bytes as the size
+                    io_bytes = {"all_reduce": 2 * size, "all_to_all": 2 * size}.get(ctype, size + size // n)
+                    theirs = ca.estimate_nccl_collective_runtime_impl(io_bytes, n, ca.NCCL_COLL[tname]) * 1e3
+                    rows.append((ctype, n, f"{size >> 20} MiB", ours, theirs, ours / theirs if theirs else 0.0))
+        sample_rows = []
+        for path in sorted((ROOT / "sample_graphs" / "ws8").glob("*.json")):
+            g = load_graph(path)
+            est = AnalyticalEstimator("h100")
+            ours_total = theirs_total = 0.0
+            for c in g.collectives():
+                node = g.nodes[c]
+                info = node.collective
+                tname = kinds.get(info.type)
+                if tname is None:
+                    continue
+                ours_total += est.estimate(node, g)
+                n = g.groups[info.group].size
+                theirs_total += ca.estimate_nccl_collective_runtime_impl(
+                    info.in_bytes + info.out_bytes, n, ca.NCCL_COLL[tname]) * 1e3
+            sample_rows.append((path.stem, len(g.collectives()), ours_total, theirs_total,
+                                ours_total / theirs_total if theirs_total else 0.0))
+    return "\n".join([
+        "### Collective model: commopt analytical (H100 preset) vs torch `comm_analysis`\n",
+        "torch's model is forced to Hopper + NVLink (no GPU here) and given input + output bytes, "
+        "as its FX path does; ours uses the message (max of in/out) with ring factors. "
+        "8 ranks = one node, 16 ranks = two nodes. Times in us.\n",
+        table(["collective", "ranks", "message", "commopt us", "torch us", "ratio"], rows),
+        "",
+        table(["sample (ws8)", "collectives", "commopt total us", "torch total us", "ratio"], sample_rows),
+        "",
+    ])
+
+
+# ---------------------------------------------------------------------------- speed
+def speed(quick: bool) -> str:
+    """Estimation and simulation wall time on a synthetic graph of about 100,000 nodes."""
+    from commopt.estimators import resolve
+    from commopt.sim import peak_memory, simulate
+    from commopt.synth import graph_with_nodes
+
+    target = 10_000 if quick else 100_000
+    probe = graph_with_nodes(2_000)
+    g = graph_with_nodes(int(2_000 * target / len(probe)))
+    rows = []
+    t0 = time.perf_counter()
+    chain = resolve("analytical")
+    durations = chain.durations(g)
+    t_est = time.perf_counter() - t0
+    rows.append(("estimate (analytical, cold cache)", len(g), t_est, t_est / len(g) * 1e4))
+    t0 = time.perf_counter()
+    resolve("analytical").durations(g)
+    order = g.original_order
+    t0 = time.perf_counter()
+    sim = simulate(g, order, durations)
+    t_sim = time.perf_counter() - t0
+    rows.append(("simulate (with memory and lower bound)", len(g), t_sim, t_sim / len(g) * 1e4))
+    t0 = time.perf_counter()
+    peak_memory(g, order)
+    t_mem = time.perf_counter() - t0
+    rows.append(("peak_memory alone", len(g), t_mem, t_mem / len(g) * 1e4))
+    return "\n".join([
+        f"### Estimation and simulation speed ({len(g):,} nodes, {len(g.collectives()):,} collectives)\n",
+        table(["step", "nodes", "seconds", "seconds per 10k nodes"], rows),
+        "",
+        f"Simulated original order: makespan {sim.makespan_us:,.0f} us, exposed communication "
+        f"{sim.exposed_comm_us:,.0f} us, lower bound {sim.lower_bound_us:,.0f} us "
+        "(analytical estimates, H100).\n",
+    ])
+
+
+def run(quick: bool) -> str:
+    """The estimators section of BENCHMARKS.md."""
+    return "\n".join(["## Estimators and simulator\n", speed(quick), profile_accuracy(quick), vs_torch(quick)])
