@@ -1,0 +1,1 @@
+"""An example commopt pass plug-in."""
