@@ -9,20 +9,12 @@ graph again: the report is the whole picture.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from commopt.errors import GraphError
 from commopt.ir.graph import Graph, NodeKind
 from commopt.report.explain import explain_exposed
-from commopt.schemas.report import (
-    CollectiveReport,
-    GroupInfo,
-    LaneInfo,
-    MemoryPoint,
-    NodeInfo,
-    OverlapReport,
-    ReportEvent,
-    ScheduleReport,
-)
+from commopt.schemas.report import OverlapReport
 from commopt.sim.result import COMPUTE_LANE, SimResult, comm_lane
 
 #: The memory curve keeps at most this many points (each bucket keeps its peak).
@@ -70,26 +62,34 @@ def build_report(
     )
     top_names = _explain_top(graph, final, final_order, final_sim, durations_us, top,
                              memory_budget_bytes)
-    used: set[str] = {e.node for e in before.events} | {c.node for c in before.collectives}
-    if after is not None:
-        used |= {e.node for e in after.events} | {c.node for c in after.collectives}
-    infos = [_node_info(graph, node.index, durations_us) for node in graph.nodes if node.name in used]
-    return OverlapReport(
-        graph=graph.name,
-        source=graph.source_path,
-        node_count=n,
-        world_size=graph.world_size,
-        estimator=estimator_name,
-        groups=[
-            GroupInfo(name=g.name, size=g.size, ranks=list(g.ranks) if g.ranks is not None else None)
+    used = bytearray(n)
+    for sched, sim in ((before, before_sim), (after, after_sim)):
+        if sched is None:
+            continue
+        for ev in sim.events:
+            used[ev.node] = 1
+        for t in sim.collectives:
+            used[t.node] = 1
+            for w in graph.waits_of(t.node):
+                used[w] = 1
+    # one validation of the whole document: pydantic checks nested plain data far faster
+    # than it builds 100,000s of models one call at a time
+    return OverlapReport.model_validate({
+        "graph": graph.name,
+        "source": graph.source_path,
+        "node_count": n,
+        "world_size": graph.world_size,
+        "estimator": estimator_name,
+        "groups": [
+            {"name": g.name, "size": g.size, "ranks": list(g.ranks) if g.ranks is not None else None}
             for g in sorted(graph.groups.values(), key=lambda g: g.name)
         ],
-        nodes=infos,
-        before=before,
-        after=after,
-        top_exposed=top_names,
-        notes=list(notes),
-    )
+        "nodes": [_node_info(graph, i, durations_us) for i in range(n) if used[i]],
+        "before": before,
+        "after": after,
+        "top_exposed": top_names,
+        "notes": list(notes),
+    })
 
 
 def match_order(graph: Graph, reordered: Graph, *, file: str | None = None) -> list[int]:
@@ -130,7 +130,7 @@ def _simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float])
     return simulate(graph, list(order), list(durations_us))
 
 
-def _node_info(graph: Graph, i: int, durations_us: Sequence[float]) -> NodeInfo:
+def _node_info(graph: Graph, i: int, durations_us: Sequence[float]) -> dict[str, Any]:
     node = graph.nodes[i]
     coll = node.collective
     group = None
@@ -141,64 +141,75 @@ def _node_info(graph: Graph, i: int, durations_us: Sequence[float]) -> NodeInfo:
         src = graph.nodes[node.wait_of].collective
         if src is not None:
             group, ctype = src.group, src.type
-    return NodeInfo(
-        name=node.name,
-        op=node.op,
-        kind=node.kind.label,
-        duration_us=0.0 if node.kind is NodeKind.WAIT else float(durations_us[i]),
-        bytes=coll.bytes if coll is not None else node.nbytes,
-        group=group,
-        collective_type=ctype,
-    )
+    return {
+        "name": node.name,
+        "op": node.op,
+        "kind": node.kind.label,
+        "duration_us": 0.0 if node.kind is NodeKind.WAIT else float(durations_us[i]),
+        "bytes": coll.bytes if coll is not None else node.nbytes,
+        "group": group,
+        "collective_type": ctype,
+    }
 
 
 def _lane_key(lane: str) -> tuple[int, str]:
     return (0, "") if lane == COMPUTE_LANE else (1, lane)
 
 
-def _schedule(graph: Graph, order: Sequence[int], sim: SimResult, label: str) -> ScheduleReport:
+def _schedule(graph: Graph, order: Sequence[int], sim: SimResult, label: str) -> dict[str, Any]:
+    """The plain data of one schedule (validated with the whole report)."""
     nodes = graph.nodes
     pos = [0] * len(nodes)
     for p, i in enumerate(order):
         pos[i] = p
-    raw: list[tuple[str, float, int, float, str, bool]] = []
+    hidden = _HIDDEN_KINDS
+    wait_kind = NodeKind.WAIT
+    raw: list[tuple[tuple[int, str], float, int, float, str, bool, str]] = []
     for ev in sim.events:
-        if nodes[ev.node].kind in _HIDDEN_KINDS:
+        node = nodes[ev.node]
+        if node.kind in hidden:
             continue
-        exposed = nodes[ev.node].kind is NodeKind.WAIT  # the compute stream idle in a wait
-        raw.append((ev.lane, ev.start_us, pos[ev.node], ev.end_us, nodes[ev.node].name, exposed))
-    colls: list[CollectiveReport] = []
+        # a wait's span is the compute stream idle on communication
+        raw.append((_lane_key(ev.lane), ev.start_us, pos[ev.node], ev.end_us, node.name,
+                    node.kind is wait_kind, ev.lane))
+    colls: list[dict[str, Any]] = []
     for t in sorted(sim.collectives, key=lambda t: pos[t.node]):
         node = nodes[t.node]
         info = node.collective
         waits = graph.waits_of(t.node)
         wait = t.wait_node if t.wait_node is not None else (
             min(waits, key=lambda w: pos[w]) if waits else None)
-        colls.append(CollectiveReport(
-            node=node.name,
-            group=t.group,
-            type=info.type if info is not None else "unknown",
-            bytes=info.bytes if info is not None else node.nbytes,
-            issue_step=pos[t.node],
-            wait_step=pos[wait] if wait is not None else None,
-            issue_us=t.issue_us,
-            start_us=t.start_us,
-            end_us=t.end_us,
-            wait=nodes[wait].name if wait is not None else None,
-            wait_start_us=t.wait_start_us,
-            exposed_us=t.exposed_us,
-            reasons=[],
-        ))
-    raw.sort(key=lambda r: (_lane_key(r[0]), r[1], r[2]))
-    events: list[ReportEvent] = []
+        colls.append({
+            "node": node.name,
+            "group": t.group,
+            "type": info.type if info is not None else "unknown",
+            "bytes": info.bytes if info is not None else node.nbytes,
+            "issue_step": pos[t.node],
+            "wait_step": pos[wait] if wait is not None else None,
+            "issue_us": t.issue_us,
+            "start_us": t.start_us,
+            "end_us": t.end_us,
+            "wait": nodes[wait].name if wait is not None else None,
+            "wait_start_us": t.wait_start_us,
+            "exposed_us": t.exposed_us,
+            "reasons": [],
+        })
+    raw.sort()  # by lane, start, step; steps are unique, so the rest never decides
+    coll_groups = {c["group"] for c in colls}
     lane_names = [COMPUTE_LANE] + sorted(
-        {comm_lane(g) for g in graph.groups if any(c.group == g for c in colls)}
-        | {r[0] for r in raw if r[0] != COMPUTE_LANE}
+        {comm_lane(g) for g in graph.groups if g in coll_groups}
+        | {r[6] for r in raw if r[6] != COMPUTE_LANE}
     )
     stats: dict[str, list] = {name: [[], 0, 0.0] for name in lane_names}  # row ends, count, busy
-    for lane, start, step, end, name, exposed in raw:
-        row_ends, _, _ = st = stats[lane]
-        row = next((k for k, e in enumerate(row_ends) if e <= start + 1e-9), len(row_ends))
+    events: list[dict[str, Any]] = []
+    eps = 1e-9
+    for _, start, step, end, name, exposed, lane in raw:
+        st = stats[lane]
+        row_ends = st[0]
+        if row_ends and row_ends[0] <= start + eps:  # the common case: one row per lane
+            row = 0
+        else:
+            row = next((k for k, e in enumerate(row_ends) if e <= start + eps), len(row_ends))
         if row == len(row_ends):
             row_ends.append(end)
         else:
@@ -206,30 +217,30 @@ def _schedule(graph: Graph, order: Sequence[int], sim: SimResult, label: str) ->
         st[1] += 1
         if not exposed:
             st[2] += end - start
-        events.append(ReportEvent(node=name, lane=lane, row=row, step=step, start_us=start,
-                                  end_us=end, exposed=exposed))
+        events.append({"node": name, "lane": lane, "row": row, "step": step, "start_us": start,
+                       "end_us": end, "exposed": exposed})
     lanes = [
-        LaneInfo(name=name, group=None if name == COMPUTE_LANE else name.split(":", 1)[1],
-                 rows=max(1, len(stats[name][0])), events=stats[name][1], busy_us=stats[name][2])
+        {"name": name, "group": None if name == COMPUTE_LANE else name.split(":", 1)[1],
+         "rows": max(1, len(stats[name][0])), "events": stats[name][1], "busy_us": stats[name][2]}
         for name in lane_names
     ]
-    return ScheduleReport(
-        label=label,
-        makespan_us=sim.makespan_us,
-        total_compute_us=sim.total_compute_us,
-        total_comm_us=sim.total_comm_us,
-        comm_us_by_group=dict(sorted(sim.comm_us_by_group.items())),
-        exposed_comm_us=sim.exposed_comm_us,
-        overlap_ratio=sim.overlap_ratio,
-        lower_bound_us=sim.lower_bound_us,
-        critical_path_us=sim.critical_path_us,
-        peak_memory_bytes=sim.peak_memory_bytes,
-        lanes=lanes,
-        events=events,
-        collectives=colls,
-        memory_curve=[MemoryPoint(time_us=t, live_bytes=b)
-                      for t, b in downsample_peaks(sim.memory_curve, MEMORY_POINTS)],
-    )
+    return {
+        "label": label,
+        "makespan_us": sim.makespan_us,
+        "total_compute_us": sim.total_compute_us,
+        "total_comm_us": sim.total_comm_us,
+        "comm_us_by_group": dict(sorted(sim.comm_us_by_group.items())),
+        "exposed_comm_us": sim.exposed_comm_us,
+        "overlap_ratio": sim.overlap_ratio,
+        "lower_bound_us": sim.lower_bound_us,
+        "critical_path_us": sim.critical_path_us,
+        "peak_memory_bytes": sim.peak_memory_bytes,
+        "lanes": lanes,
+        "events": events,
+        "collectives": colls,
+        "memory_curve": [{"time_us": t, "live_bytes": b}
+                         for t, b in downsample_peaks(sim.memory_curve, MEMORY_POINTS)],
+    }
 
 
 def downsample_peaks(points: Sequence[tuple[float, int]], limit: int) -> list[tuple[float, int]]:
@@ -248,16 +259,19 @@ def downsample_peaks(points: Sequence[tuple[float, int]], limit: int) -> list[tu
     return out
 
 
-def _explain_top(graph: Graph, final: ScheduleReport, order: Sequence[int], sim: SimResult,
+def _explain_top(graph: Graph, final: dict[str, Any], order: Sequence[int], sim: SimResult,
                  durations_us: Sequence[float], top: int, budget: int | None) -> list[str]:
-    exposed = [c for c in final.collectives if c.exposed_us > 0]
-    exposed.sort(key=lambda c: (-c.exposed_us, c.issue_step))
+    exposed = [c for c in final["collectives"] if c["exposed_us"] > 0]
+    exposed.sort(key=lambda c: (-c["exposed_us"], c["issue_step"]))
     chosen = exposed[:top]
     timing_of = {t.node: t for t in sim.collectives}
     for c in chosen:
-        t = timing_of[graph.index_of[c.node]]
-        c.reasons = explain_exposed(graph, order, durations_us, t, sim, memory_budget_bytes=budget)
-    return [c.node for c in chosen]
+        t = timing_of[graph.index_of[c["node"]]]
+        c["reasons"] = [
+            r.model_dump() for r in
+            explain_exposed(graph, order, durations_us, t, sim, memory_budget_bytes=budget)
+        ]
+    return [c["node"] for c in chosen]
 
 
 def write_json(report: OverlapReport, path) -> None:

@@ -41,22 +41,30 @@ def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
             out.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
                         "args": {"sort_index": tid}})
     coll = {c.node: c for c in s.collectives}
+    base: dict[str, dict[str, Any]] = {}  # the per-node part of every event's args
     for e in s.events:
+        if e.node in base:
+            continue
         node = info[e.node]
-        args: dict[str, Any] = {"op": node.op, "bytes": node.bytes, "step": e.step}
+        args: dict[str, Any] = {"op": node.op, "bytes": node.bytes}
         if node.group is not None:
             args["group"] = node.group
         if node.collective_type is not None:
             args["type"] = node.collective_type
         c = coll.get(e.node)
         if c is not None:
-            args["issue_us"] = _r(c.issue_us)
-            args["exposed_us"] = _r(c.exposed_us)
+            args["issue_us"] = round(c.issue_us, 3)
+            args["exposed_us"] = round(c.exposed_us, 3)
+        base[e.node] = args
+    for e in s.events:
+        args = dict(base[e.node])
+        args["step"] = e.step
+        dur = round(e.end_us - e.start_us, 3)
         if e.exposed:
-            args["exposed_us"] = _r(e.end_us - e.start_us)
+            args["exposed_us"] = dur
         out.append({
-            "name": e.node, "cat": "exposed wait" if e.exposed else node.kind, "ph": "X",
-            "ts": _r(e.start_us), "dur": _r(e.end_us - e.start_us),
+            "name": e.node, "cat": "exposed wait" if e.exposed else info[e.node].kind, "ph": "X",
+            "ts": round(e.start_us, 3), "dur": dur,
             "pid": pid, "tid": tids[(e.lane, e.row)], "args": args,
         })
     for p in s.memory_curve:
