@@ -14,6 +14,7 @@ Accounting rules (also in ``docs/estimators.md``):
 
 from __future__ import annotations
 
+import weakref
 from array import array
 from collections.abc import Sequence
 
@@ -59,6 +60,35 @@ def positions(order: Sequence[int], n: int) -> list[int]:
     return pos
 
 
+class _Layout:
+    """Order-independent facts peak_memory needs, computed once per graph."""
+
+    __slots__ = ("sizes", "is_input", "reads", "held_until_wait")
+
+    def __init__(self, graph: Graph) -> None:
+        roots = effective_roots(graph)
+        self.sizes = allocation_bytes(graph, roots)
+        self.is_input = [n.kind is NodeKind.INPUT for n in graph.nodes]
+        # storage roots each node reads (deduplicated)
+        self.reads = [tuple({roots[p]: None for p in n.inputs}) for n in graph.nodes]
+        # (waits, roots): a collective's inputs stay live until its waits
+        self.held_until_wait = [
+            (graph.waits_of(n.index), self.reads[n.index])
+            for n in graph.nodes
+            if n.kind is NodeKind.COLLECTIVE and n.inputs and graph.waits_of(n.index)
+        ]
+
+
+_LAYOUTS: weakref.WeakKeyDictionary[Graph, _Layout] = weakref.WeakKeyDictionary()
+
+
+def _layout(graph: Graph) -> _Layout:
+    layout = _LAYOUTS.get(graph)
+    if layout is None:
+        layout = _LAYOUTS[graph] = _Layout(graph)
+    return layout
+
+
 def peak_memory(graph: Graph, order: Sequence[int]) -> tuple[int, array]:
     """Peak live tensor bytes along ``order`` and the live bytes at each step.
 
@@ -66,36 +96,30 @@ def peak_memory(graph: Graph, order: Sequence[int]) -> tuple[int, array]:
     yet freed, including the node's own outputs and its inputs (so the peak counts a node's
     inputs and outputs together). Storage freed after step ``k`` drops out from ``curve[k+1]``.
     Returns ``(peak_bytes, curve)``; the peak is at least the bytes of the graph inputs.
+    Order-independent facts are cached per graph, so passes may call this often.
     """
-    nodes = graph.nodes
-    n = len(nodes)
+    n = len(graph.nodes)
     pos = positions(order, n)
-    roots = effective_roots(graph)
-    sizes = allocation_bytes(graph, roots)
+    layout = _layout(graph)
+    sizes, is_input, reads = layout.sizes, layout.is_input, layout.reads
     last = pos[:]  # last position at which each storage root is used
-    for node in nodes:
-        i = node.index
+    for i in range(n):
         p_i = pos[i]
-        ins = node.inputs
-        for p in ins:
-            r = roots[p]
+        for r in reads[i]:
             if last[r] < p_i:
                 last[r] = p_i
-        if node.kind is NodeKind.COLLECTIVE and ins:
-            for w in graph.waits_of(i):
-                p_w = pos[w]
-                for p in ins:
-                    r = roots[p]
-                    if last[r] < p_w:
-                        last[r] = p_w
+    for waits, roots in layout.held_until_wait:
+        p_w = max(pos[w] for w in waits)
+        for r in roots:
+            if last[r] < p_w:
+                last[r] = p_w
     freed = [0] * n
     live = 0
-    for node in nodes:
-        i = node.index
+    for i in range(n):
         s = sizes[i]
         if not s:
             continue
-        if node.kind is NodeKind.INPUT:
+        if is_input[i]:
             live += s
         else:
             freed[last[i]] += s
@@ -103,7 +127,7 @@ def peak_memory(graph: Graph, order: Sequence[int]) -> tuple[int, array]:
     peak = live
     for k in range(n):
         i = order[k]
-        if nodes[i].kind is not NodeKind.INPUT:
+        if not is_input[i]:
             live += sizes[i]
         curve[k] = live
         if live > peak:
