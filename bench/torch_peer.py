@@ -263,8 +263,9 @@ def estimation_for_module(base: Graph, chain: Any) -> Callable[[Any], TorchEstim
 
 def _stacked_main(argv: list[str] | None = None) -> int:
     """``python -m bench.torch_peer NODES HARDWARE``: time torch's scheduler (no bucketing) on
-    a stitched FSDP stack of about NODES nodes; prints one JSON line. The scaling table runs
-    this in a subprocess so a run past its time cap can be killed."""
+    a stitched FSDP stack of about NODES nodes. Prints ``ready`` once the graph is built, then
+    one JSON line. The scaling table runs this in a subprocess so a run past its time cap can
+    be killed."""
     import json
     import sys
 
@@ -281,6 +282,7 @@ def _stacked_main(argv: list[str] | None = None) -> int:
     graph = graph_from_torch(gm, groups=record_process_groups())
     chain = resolve("analytical", hardware=hardware)
     hw = load_hardware(hardware)
+    print("ready", flush=True)
     run = run_torch_scheduler(
         gm, estimation_for_module(graph, chain), bucketing=False, copy_module=False,
         dram_gbps=hw.memory_bandwidth_gbps, peak_tflops=hw.peak_tflops.get("bfloat16", 0.0),
