@@ -47,11 +47,12 @@ class EstimatorChain:
     each once, in the order they came up.
     """
 
-    def __init__(self, estimators: list[Estimator]) -> None:
+    def __init__(self, estimators: list[Estimator], *, notes: list[str] | None = None) -> None:
         if not estimators:
             raise ValueError("an estimator chain needs at least one estimator")
         self.estimators = list(estimators)
         self.sources: list[str] = []
+        self._own_notes = list(notes or ())
 
     @property
     def name(self) -> str:
@@ -61,7 +62,7 @@ class EstimatorChain:
     @property
     def notes(self) -> list[str]:
         """Notes of every estimator in the chain, deduplicated, in order."""
-        seen: dict[str, None] = {}
+        seen: dict[str, None] = dict.fromkeys(self._own_notes)
         for e in self.estimators:
             for note in getattr(e, "notes", ()) or ():
                 seen.setdefault(note, None)

@@ -8,7 +8,8 @@ only an error when it is asked for.
 
 A plug-in's entry point (or ``module:attr``) names either an estimator object (it has
 ``estimate``), or a factory (a class or function) called with the
-:class:`~commopt.estimators.options.EstimatorOptions` when it takes an argument, else with none.
+:class:`~commopt.estimators.options.EstimatorOptions` as ``options=`` when it has a parameter
+of that name, as its first argument when it requires one, else with no argument.
 """
 
 from __future__ import annotations
@@ -100,12 +101,17 @@ def _instantiate(obj: Any, options: EstimatorOptions, label: str) -> Estimator:
         est = obj
     elif callable(obj):
         try:
-            params = [p for p in inspect.signature(obj).parameters.values()
-                      if p.default is inspect.Parameter.empty
-                      and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            params = inspect.signature(obj).parameters
         except (TypeError, ValueError):
-            params = []
-        est = obj(options) if params else obj()
+            params = {}
+        required = [p for p in params.values() if p.default is inspect.Parameter.empty
+                    and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if "options" in params:
+            est = obj(options=options)
+        elif required:
+            est = obj(options)
+        else:
+            est = obj()
     else:
         raise EstimatorError(f"estimator {label!r} is neither an estimator nor a factory", field="--estimator")
     if not hasattr(est, "estimate") or not callable(est.estimate):
@@ -158,4 +164,8 @@ def resolve(spec: str | None = None, options: EstimatorOptions | None = None, **
     chain = [load_one(n, options, known) for n in names]
     if chain[-1].name != "analytical":
         chain.append(load_one("analytical", options, known))
-    return EstimatorChain(chain)
+    notes = [f"--{flag} {value} is not used: the estimator chain {spec!r} has no {flag!r} "
+             f"(add --estimator {flag})"
+             for flag, value in (("profile", options.profile), ("table", options.table))
+             if value and flag not in names]
+    return EstimatorChain(chain, notes=notes)

@@ -80,3 +80,26 @@ def test_options_pass_through_to_builtins():
     est = chain.estimators[0]
     assert est.hw.name.startswith("NVIDIA A100") and est.gpus_per_node == 4
     assert resolve(options=EstimatorOptions(), hardware="b200").estimators[0].hw.name == "NVIDIA B200"
+
+
+def test_an_unused_profile_or_table_is_noted(tmp_path):
+    table = tmp_path / "t.json"
+    table.write_text("{}")
+    chain = resolve("analytical", EstimatorOptions(table=str(table)))
+    assert any("--table" in n and "is not used" in n for n in chain.notes)
+    assert not resolve("table", EstimatorOptions(table=str(table))).notes
+
+
+class WithOptions:
+    name = "with-options"
+
+    def __init__(self, options=None):
+        self.options = options
+
+    def estimate(self, node, graph):
+        return None
+
+
+def test_factories_get_the_options_by_name():
+    chain = resolve("tests.estimators.test_chain:WithOptions", EstimatorOptions(hardware="b200"))
+    assert chain.estimators[0].options.hardware == "b200"
