@@ -113,18 +113,25 @@ def init_world(args) -> SimpleNamespace:
             raise RunnerError(f"{var} is not set: start this script with torchrun")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])
-    backend = args.backend or DEFAULT_BACKEND or ("nccl" if torch.cuda.is_available() else "gloo")
+    owns_world = not dist.is_initialized()  # a caller may have initialized it (main(argv))
+    if owns_world:
+        backend = args.backend or DEFAULT_BACKEND or (
+            "nccl" if torch.cuda.is_available() else "gloo")
+    else:
+        backend = str(dist.get_backend())
     if backend == "nccl":
         if not torch.cuda.is_available():
             raise RunnerError("--backend nccl needs CUDA, which this machine does not have")
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device)
+        if owns_world:
+            dist.init_process_group("nccl", device_id=device)
     else:
         device = torch.device("cpu")
-        dist.init_process_group("gloo")
+        if owns_world:
+            dist.init_process_group("gloo")
     rt = SimpleNamespace(rank=rank, world=world, local_rank=local_rank, backend=backend,
-                         device=device, buffer_mode="none")
+                         device=device, buffer_mode="none", owns_world=owns_world)
     if WORLD_SIZE is not None and world != WORLD_SIZE:
         raise RunnerError(f"the graph was made for {WORLD_SIZE} ranks, this run has {world}: "
                           f"start it with --nproc-per-node/--nnodes giving {WORLD_SIZE}")
@@ -421,7 +428,11 @@ def main(argv=None) -> int:
     if args.cuda_graph and not torch.cuda.is_available():
         print("--cuda-graph needs CUDA", file=sys.stderr)
         return 2
-    rt = init_world(args)
+    try:
+        rt = init_world(args)
+    except RunnerError as exc:
+        print(f"[{GRAPH_NAME}] error: {exc}", file=sys.stderr, flush=True)
+        return 2
     try:
         check_plan_digest(rt)
         create_groups(rt)
@@ -445,7 +456,8 @@ def main(argv=None) -> int:
         print(f"[{GRAPH_NAME}] rank {rt.rank}: error: {exc}", file=sys.stderr, flush=True)
         return 1
     finally:
-        dist.destroy_process_group()
+        if rt.owns_world:
+            dist.destroy_process_group()
     return 0
 
 
