@@ -99,3 +99,23 @@ def test_list_estimators(capsys):
     out = capsys.readouterr().out
     for name in ("analytical", "profile", "table", "benchmark"):
         assert name in out
+
+
+@pytest.mark.slow
+def test_outputs_are_byte_identical_under_any_hash_seed(graph_file, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    trace = write(tmp_path / "t.json", new_format_trace())
+    code = "import sys; from commopt.cli.main import main; main(sys.argv[1:])"
+    outs = []
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, NO_COLOR="1")
+        prof = tmp_path / f"p{seed}.json"
+        est = subprocess.run([sys.executable, "-c", code, "estimate", str(graph_file), "--profile", str(trace),
+                              "--format", "json"], capture_output=True, env=env, cwd=tmp_path, check=True)
+        subprocess.run([sys.executable, "-c", code, "calibrate", str(trace), "-o", str(prof)],
+                       capture_output=True, env=env, cwd=tmp_path, check=True)
+        outs.append((est.stdout, prof.read_bytes()))
+    assert outs[0] == outs[1]
