@@ -54,6 +54,38 @@ class LazyGroup(click.Group):
             raise
         return getattr(mod, attr)
 
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Run the CLI and map errors to exit codes (also under click's CliRunner).
+
+        User errors (:class:`CommoptError`, click usage errors) are one line on stderr; any
+        other exception is a bug: traceback and a request to report it.
+        """
+        try:
+            rv = super().main(args, prog_name or "commopt", complete_var, standalone_mode=False, **extra)
+        except CommoptError as exc:
+            click.echo(f"commopt: error: {exc}", err=True)
+            sys.exit(int(exc.exit_code))
+        except click.exceptions.Abort:
+            click.echo("commopt: aborted", err=True)
+            sys.exit(int(ExitCode.USER_ERROR))
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(int(ExitCode.USER_ERROR))
+        except KeyboardInterrupt:
+            click.echo("commopt: interrupted", err=True)
+            sys.exit(130)
+        except BrokenPipeError:
+            sys.exit(0)
+        except Exception:
+            traceback.print_exc()
+            click.echo(
+                f"commopt: internal error: this is a bug in commopt {__version__}; please report "
+                "it with the traceback above and the command you ran.",
+                err=True,
+            )
+            sys.exit(int(ExitCode.INTERNAL_ERROR))
+        sys.exit(int(rv) if isinstance(rv, int) else 0)
+
     def resolve_command(self, ctx, args):
         name = args[0] if args else None
         if name is not None and self.get_command(ctx, name) is None and not name.startswith("-"):
@@ -81,29 +113,5 @@ def cli(ctx: click.Context, verbose: int, quiet: int, color: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``commopt`` console script: maps errors to exit codes."""
-    try:
-        rv = cli.main(args=argv, prog_name="commopt", standalone_mode=False)
-    except CommoptError as exc:
-        click.echo(f"commopt: error: {exc}", err=True)
-        sys.exit(int(exc.exit_code))
-    except click.exceptions.Abort:
-        click.echo("commopt: aborted", err=True)
-        sys.exit(int(ExitCode.USER_ERROR))
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(int(ExitCode.USER_ERROR))
-    except KeyboardInterrupt:
-        click.echo("commopt: interrupted", err=True)
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.exit(0)
-    except Exception:
-        traceback.print_exc()
-        click.echo(
-            f"commopt: internal error: this is a bug in commopt {__version__}; please report it "
-            "with the traceback above and the command you ran.",
-            err=True,
-        )
-        sys.exit(int(ExitCode.INTERNAL_ERROR))
-    sys.exit(int(rv) if isinstance(rv, int) else 0)
+    """Entry point of the ``commopt`` console script."""
+    cli.main(args=argv, prog_name="commopt")
