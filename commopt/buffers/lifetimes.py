@@ -92,7 +92,8 @@ def alias_keys(graph: Graph) -> list[tuple[int, int]]:
     """For every node, the tensor its value lives in: ``(storage root, tensor index)``.
 
     The index separates the tensors of a multi-output node (a coalesced collective) reached
-    through a getitem view; a direct alias of such a node gets :data:`ALL_TENSORS`.
+    through a getitem view taken directly on it; any other alias of such a node gets
+    :data:`ALL_TENSORS` (conservative: it may be any of the tensors).
     Single-output storages always have index 0.
     """
     nodes = graph.nodes
@@ -103,7 +104,7 @@ def alias_keys(graph: Graph) -> list[tuple[int, int]]:
             keys[node.index] = (node.index, 0 if len(node.outputs) <= 1 else ALL_TENSORS)
             continue
         root, k = keys[a]
-        if k == ALL_TENSORS:
+        if k == ALL_TENSORS and a == root:
             item = _getitem_index(node)
             if item is not None:
                 k = item
