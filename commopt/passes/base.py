@@ -45,6 +45,22 @@ class PassContext:
     max_memory_increase: float = DEFAULT_MAX_MEMORY_INCREASE
     allow_cross_group_reorder: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+    _sims: dict[tuple[int, tuple[int, ...]], Any] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    def simulate(self, graph: Graph, order: Sequence[int]):
+        """:func:`commopt.sim.simulate` of ``order`` with these durations, memoized for the
+        last few orders (the pass manager and the passes simulate the same orders)."""
+        from commopt.sim import simulate
+
+        key = (id(graph), tuple(order))
+        hit = self._sims.get(key)
+        if hit is None:
+            hit = simulate(graph, key[1], self.durations_us)
+            if len(self._sims) >= 4:
+                del self._sims[next(iter(self._sims))]
+            self._sims[key] = hit
+        return hit
 
     @classmethod
     def for_graph(

@@ -26,7 +26,12 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from commopt.ir.graph import Graph, NodeKind
-from commopt.passes._common import collective_chain, positions, within_budget, zero_cost_view_mask
+from commopt.passes._common import (
+    collective_chain,
+    positions,
+    within_budget,
+    zero_cost_view_mask,
+)
 from commopt.passes.base import Pass, PassContext
 
 _INF = float("inf")
@@ -50,35 +55,39 @@ class ComputeOverlap(Pass):
         """The overlapped order (see the module docstring).
 
         Schedules with ``lookahead`` and without it (boosting can pull compute forward that
-        a later collective waits on), simulates both and keeps the best of them and the
-        input order: by makespan, then exposed communication; ties keep the earlier one.
+        a later collective waits on) and keeps the schedule that finishes first on the
+        scheduler's own clock (the simulator's model); that one replaces the input order
+        only when the simulator confirms it is better (makespan, then exposed
+        communication).
         """
-        from commopt.sim import simulate
-
         if not graph.collectives():
             return list(order)
-        best = list(order)
-        sim = simulate(graph, best, ctx.durations_us)
-        best_key = (sim.makespan_us, sim.exposed_comm_us)
-        for lookahead in dict.fromkeys((self.lookahead, 0)):
-            cand = self._fitting(graph, order, ctx, lookahead)
-            if cand is None:
-                continue
-            sim = simulate(graph, cand, ctx.durations_us)
-            key = (sim.makespan_us, sim.exposed_comm_us)
-            if key < best_key:
-                best, best_key = cand, key
-        return best
+        model = _memory_model(graph)
+        best: tuple[tuple[float, float, int], list[int]] | None = None
+        for rank, lookahead in enumerate(dict.fromkeys((self.lookahead, 0))):
+            found = self._fitting(graph, order, ctx, lookahead, model)
+            if found is not None:
+                cand, makespan_us, exposed_us = found
+                key = (makespan_us, exposed_us, rank)
+                if best is None or key < best[0]:
+                    best = (key, cand)
+        if best is None:
+            return list(order)
+        before = ctx.simulate(graph, order)
+        after = ctx.simulate(graph, best[1])
+        if (after.makespan_us, after.exposed_comm_us) < (before.makespan_us, before.exposed_comm_us):
+            return best[1]
+        return list(order)
 
-    def _fitting(self, graph: Graph, order: Sequence[int], ctx: PassContext,
-                 lookahead: int) -> list[int] | None:
+    def _fitting(self, graph: Graph, order: Sequence[int], ctx: PassContext, lookahead: int,
+                 model) -> tuple[list[int], float, float] | None:
         """A schedule within the memory budget, tightening the internal budget if needed."""
         budget = ctx.memory_budget_bytes
         for share in (1.0, 0.9, 0.75, 0.5):
             internal = None if budget is None else int(budget * share)
-            cand = _schedule(graph, order, ctx, internal, lookahead)
-            if within_budget(graph, cand, budget):
-                return cand
+            found = _schedule(graph, order, ctx, internal, lookahead, model)
+            if within_budget(graph, found[0], budget):
+                return found
             if budget is None:
                 break
         return None
@@ -98,27 +107,32 @@ def _memory_model(graph: Graph) -> tuple[list[int], list[int], list[int], list[l
     n = len(nodes)
     roots = effective_roots(graph)
     alloc = [0] * n
+    no_alloc = (NodeKind.VIEW, NodeKind.WAIT, NodeKind.OUTPUT)
     for node in nodes:
         i = node.index
-        if roots[i] == i and node.kind not in (NodeKind.VIEW, NodeKind.WAIT, NodeKind.OUTPUT) and node.outputs:
+        if roots[i] == i and node.outputs and node.kind not in no_alloc:
             alloc[i] = node.padded_nbytes
-    releases: list[list[int]] = [[] for _ in range(n)]
+    freeable = [alloc[i] > 0 and nodes[i].kind is not NodeKind.INPUT for i in range(n)]
+    releases: list[tuple[int, ...]] = [()] * n
     uses = [0] * n
     for node in nodes:
         i = node.index
-        rs = {roots[p] for p in node.inputs}
-        rs.add(roots[i])
-        if node.kind is NodeKind.WAIT and node.wait_of is not None:
-            rs.update(roots[p] for p in nodes[node.wait_of].inputs)
-        for r in sorted(rs):
-            if alloc[r] and nodes[r].kind is not NodeKind.INPUT:
-                releases[i].append(r)
+        rs = [roots[p] for p in node.inputs]
+        rs.append(roots[i])
+        if node.wait_of is not None and node.kind is NodeKind.WAIT:
+            rs.extend(roots[p] for p in nodes[node.wait_of].inputs)
+        mine = tuple(sorted({r for r in rs if freeable[r]}))
+        if mine:
+            releases[i] = mine
+            for r in mine:
                 uses[r] += 1
     return alloc, roots, uses, releases
 
 
 def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int | None,
-              lookahead: int) -> list[int]:
+              lookahead: int, model) -> tuple[list[int], float, float]:
+    """One list schedule: the order, and its makespan and exposed communication on the
+    scheduler's clock (the simulator's model)."""
     nodes = graph.nodes
     n = len(nodes)
     dur = ctx.durations_us
@@ -155,7 +169,9 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
     for b in chain.values():
         indeg[b] += 1
 
-    alloc, _roots, uses, releases = _memory_model(graph)
+    alloc, _roots, uses0, releases = model
+    uses = list(uses0)
+    exposed = 0.0
     live = sum(alloc[i] for i in range(n) if kind[i] is K_IN)
 
     out: list[int] = []
@@ -261,6 +277,7 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
         if waits_q:
             end, _, i = heapq.heappop(waits_q)
             if end > t:
+                exposed += end - t
                 t = end
             t += dur[i]
             finish(i)
@@ -269,4 +286,5 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
             finish(output_node)
             continue
         raise AssertionError("compute-overlap: no node is ready; the graph has a cycle")
-    return out
+    makespan = max([t, *stream_free.values()])
+    return out, makespan, exposed

@@ -17,7 +17,7 @@ from commopt.check import check_order
 from commopt.errors import InvariantViolation
 from commopt.ir.graph import Graph
 from commopt.passes.base import Pass, PassContext
-from commopt.sim import SimResult, simulate
+from commopt.sim import SimResult
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class PassManager:
     def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> PipelineResult:
         """Run the pipeline on ``order``; raises InvariantViolation when a pass breaks one."""
         current = list(order)
-        sim = simulate(graph, current, ctx.durations_us)
+        sim = ctx.simulate(graph, current)
         result = PipelineResult(order=current, initial=sim, final=sim)
         ran: list[str] = []
         for p in self.passes:
@@ -59,7 +59,7 @@ class PassManager:
             new = list(p.run(graph, tuple(current), ctx))
             seconds = time.perf_counter() - t0
             _check(graph, new, ctx, p.name, ran)
-            after = simulate(graph, new, ctx.durations_us)
+            after = ctx.simulate(graph, new)
             note = None
             budget = ctx.memory_budget_bytes
             if budget is not None and after.peak_memory_bytes > budget \
