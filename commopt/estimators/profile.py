@@ -84,6 +84,12 @@ def calibrate(trace: str | Path | KinetoTrace | list[KinetoTrace], *, steps: Ite
         colls += [s for s in t.collectives if keep is None or s.step in keep]
         comp += [s for s in t.compute if keep is None or s.step in keep]
         notes += t.notes
+    if keep is not None:
+        available = sorted({s for t in traces for s in t.steps})
+        missing = sorted(keep - set(available))
+        if missing:
+            raise OptionError(f"no profiler step {', '.join(map(str, missing))} in the trace "
+                              f"(it has {', '.join(map(str, available)) or 'none'})", field="--steps")
     used = sorted(keep) if keep is not None else sorted({s for t in traces for s in t.steps})
     return ProfileModel(
         source=", ".join(t.path for t in traces), device=traces[0].device,

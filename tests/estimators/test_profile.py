@@ -111,3 +111,9 @@ def test_real_trace_reproduces_a_measured_size():
     est = ProfileEstimator(model)
     # broadcast of 53,120 floats took 30.975 and 30.848 us in steps 4 and 5
     assert est.collective_us("broadcast", 2, 53120 * 4) == pytest.approx((30.975 + 30.848) / 2, rel=1e-3)
+
+
+def test_unknown_steps_are_an_error(tmp_path):
+    trace = write(tmp_path / "t.json", new_format_trace())
+    with pytest.raises(OptionError, match="no profiler step 9 in the trace \\(it has 1, 2\\)"):
+        calibrate(trace, steps=[9])
