@@ -86,7 +86,7 @@ def build(name: str, world: int):
 
             def forward(self, x):
                 h = x
-                for shard, bias in zip(self.shards, self.bias):
+                for shard, bias in zip(self.shards, self.bias, strict=True):
                     w = fc.all_gather_tensor_autograd(shard, 0, world_group)
                     h = torch.nn.functional.silu(h @ w.t() + bias) + h
                 return ((h.float() ** 2).mean(),)
@@ -113,7 +113,7 @@ def build(name: str, world: int):
             def forward(self, x):
                 saved = []
                 h = x
-                for w1, w2 in zip(self.w1, self.w2):
+                for w1, w2 in zip(self.w1, self.w2, strict=True):
                     pre = h @ w1
                     act = torch.nn.functional.gelu(pre, approximate="tanh")
                     y = ar(act @ w2)
@@ -122,7 +122,7 @@ def build(name: str, world: int):
                 loss = (h**2).mean()
                 dh = 2.0 * h / h.numel()
                 grads = []
-                for (hin, pre, act), w1, w2 in reversed(list(zip(saved, self.w1, self.w2))):
+                for (hin, pre, act), w1, w2 in reversed(list(zip(saved, self.w1, self.w2, strict=True))):
                     dw2 = act.t() @ dh
                     dact = dh @ w2.t()
                     t = torch.tanh(0.7978845608028654 * (pre + 0.044715 * pre**3))
@@ -146,14 +146,14 @@ def build(name: str, world: int):
             def __init__(self) -> None:
                 super().__init__()
                 self.ws = torch.nn.ParameterList(
-                    torch.nn.Parameter(torch.randn(a, b) / a**0.5) for a, b in zip(sizes, sizes[1:]))
+                    torch.nn.Parameter(torch.randn(a, b) / a**0.5) for a, b in zip(sizes, sizes[1:], strict=False))
                 self.bs = torch.nn.ParameterList(torch.nn.Parameter(torch.zeros(b)) for b in sizes[1:])
 
             def forward(self, x, target):
                 acts = [x]
                 pres = []
                 h = x
-                for i, (w, b) in enumerate(zip(self.ws, self.bs)):
+                for i, (w, b) in enumerate(zip(self.ws, self.bs, strict=True)):
                     pre = h @ w + b
                     pres.append(pre)
                     h = torch.relu(pre) if i + 1 < len(self.ws) else pre
@@ -204,7 +204,7 @@ def build(name: str, world: int):
 
             def forward(self, x_seq_shard):
                 h = x_seq_shard
-                for s1, s2 in zip(self.w1, self.w2):
+                for s1, s2 in zip(self.w1, self.w2, strict=True):
                     w1 = fc.all_gather_tensor_autograd(s1, 0, dp_group)
                     w2 = fc.all_gather_tensor_autograd(s2, 0, dp_group)
                     full = fc.all_gather_tensor_autograd(h, 0, tp_group)
@@ -258,6 +258,9 @@ def export_one(name: str, world: int, out_dir: Path) -> dict:
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
     try:
         ep, mesh = build(name, world)
+        for node in ep.graph.nodes:
+            # provenance records carry Python object ids: drop them so re-exports are identical
+            node.meta.pop("from_node", None)
         out_dir.mkdir(parents=True, exist_ok=True)
         pt2 = out_dir / f"{name}.pt2"
         save_with_groups(ep, pt2, mesh=mesh)

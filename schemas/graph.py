@@ -91,3 +91,6 @@ class GraphDocument(_Strict):
     process_groups: list[ProcessGroupModel] = Field(default_factory=list)
     nodes: list[NodeModel]
     meta: dict[str, Any] = Field(default_factory=dict)
+
+
+ROOT_MODEL = GraphDocument

@@ -38,3 +38,6 @@ class InspectReport(BaseModel):
     inputs: list[TensorSummary]
     outputs: list[TensorSummary]
     warnings: list[str]
+
+
+ROOT_MODEL = InspectReport

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,9 +148,15 @@ def _schema_alias(schema: Any) -> tuple[tuple[str, ...], str | None]:
         sets.setdefault(frozenset(info.before_set), a.name)
     alias_arg = None
     if schema.returns:
-        rinfo = schema.returns[0].alias_info
-        if rinfo is not None:
-            alias_arg = sets.get(frozenset(rinfo.before_set))
+        ret = schema.returns[0]
+        rset = frozenset(ret.alias_info.before_set) if ret.alias_info is not None else frozenset()
+        if not rset:
+            # list results carry the annotation on their element ("Tensor(a)[]")
+            returns_text = str(schema).rsplit(" -> ", 1)[-1]
+            m = re.match(r"\(?\s*Tensor\(([a-z]+)!?\)", returns_text)
+            rset = frozenset({m.group(1)}) if m else frozenset()
+        if rset:
+            alias_arg = sets.get(rset)
     return tuple(writes), alias_arg
 
 
@@ -157,6 +164,6 @@ def bind_args(facts: OpFacts, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     """Schema argument name -> value for an FX call (positional args bound by position)."""
     if facts.arg_names is None:
         return dict(kwargs)
-    bound = dict(zip(facts.arg_names, args))
+    bound = dict(zip(facts.arg_names, args, strict=False))
     bound.update(kwargs)
     return bound

@@ -30,7 +30,12 @@ from pydantic import ValidationError
 
 from commopt.errors import GraphError, OptionError
 from commopt.ir.graph import Graph, ProcessGroup
-from commopt.schemas.groups import GROUPS_FORMAT_NAME, GROUPS_FORMAT_VERSION, GroupRecord, GroupsDocument
+from commopt.schemas.groups import (
+    GROUPS_FORMAT_NAME,
+    GROUPS_FORMAT_VERSION,
+    GroupRecord,
+    GroupsDocument,
+)
 
 #: Name of the groups record inside a ``.pt2`` archive (under its ``extra/`` folder).
 ARCHIVE_GROUPS_NAME = "commopt_groups.json"
@@ -102,7 +107,7 @@ def record_process_groups(mesh: Any = None, *, rank: int | None = None) -> Group
     mesh_sizes: dict[str, int] | None = None
     if mesh is not None:
         names = mesh.mesh_dim_names or tuple(f"dim{i}" for i in range(mesh.ndim))
-        mesh_sizes = {n: int(s) for n, s in zip(names, mesh.shape)}
+        mesh_sizes = {n: int(s) for n, s in zip(names, mesh.shape, strict=True)}
         for i, n in enumerate(names):
             dims_by_name[mesh.get_group(i).group_name] = n
     records: dict[str, GroupRecord] = {}

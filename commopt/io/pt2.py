@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +97,9 @@ def check_archive(path: str | os.PathLike[str]) -> ArchiveInfo:
 
         def check_pickle(member: str) -> None:
             try:
-                torch.load(io.BytesIO(read(member)), weights_only=True)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # protocol notices from the unpickler
+                    torch.load(io.BytesIO(read(member)), weights_only=True)
             except GraphError:
                 raise
             except Exception as exc:
@@ -173,7 +176,10 @@ def load_pt2(path: str | os.PathLike[str], groups: str | os.PathLike[str] | None
     import torch
 
     try:
-        ep = torch.export.load(str(p))
+        with warnings.catch_warnings():
+            # torch's own deprecation notices about its pickled pytree specs are not ours
+            warnings.simplefilter("ignore", FutureWarning)
+            ep = torch.export.load(str(p))
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise GraphError(f"torch.export.load failed: {first[:200]}", file=str(p)) from None
@@ -266,7 +272,7 @@ def _convert(fx_graph: Any, roles: dict[str, tuple[str, Any]], out_roles: list[t
             continue
         facts = classify(fx.target)
         op = str(fx.target) if hasattr(fx.target, "_schema") else _callable_name(fx.target)
-        bound = dict(zip(facts.arg_names, fx.args)) if facts.arg_names is not None else {}
+        bound = dict(zip(facts.arg_names, fx.args, strict=False)) if facts.arg_names is not None else {}
         bound.update(fx.kwargs)
         mutates = tuple(dict.fromkeys(
             index_of[n] for w in facts.writes for n in _nodes_in(bound.get(w))
@@ -438,9 +444,11 @@ def save_pt2(graph: Graph, path: str | os.PathLike[str], order: list[int] | None
     """
     import torch
 
-    ep = reordered_program(graph, order)
     doc = groups_document_of(graph)
     extra = {ARCHIVE_GROUPS_NAME: dumps_groups(doc)} if doc.groups or doc.world_size else {}
     buf = io.BytesIO()
-    torch.export.save(ep, buf, extra_files=extra)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation notices
+        ep = reordered_program(graph, order)
+        torch.export.save(ep, buf, extra_files=extra)
     atomic.write_bytes(Path(path), buf.getvalue())

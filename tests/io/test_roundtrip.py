@@ -1,0 +1,98 @@
+"""Every sample: .pt2 -> IR -> .pt2 and .json -> IR -> .json, in the original and a new order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from commopt.io import load_graph, save_graph
+from commopt.io.json_graph import save_json_graph
+from commopt.ir.graph import NodeKind
+from tests.io.orders import late_first_order
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_graphs"
+PT2 = sorted(SAMPLES.glob("ws*/*.pt2"))
+JSON = sorted(SAMPLES.glob("ws*/*.json"))
+IDS = lambda p: f"{p.parent.name}/{p.name}"  # noqa: E731
+
+
+def _summary(graph):
+    return [
+        (n.name, n.kind, n.op, n.inputs, n.outputs, n.collective, n.wait_of, n.alias_of, n.mutates,
+         n.side_effect, n.args, n.kwargs, n.attrs)
+        for n in graph.nodes
+    ]
+
+
+def test_every_sample_is_committed_in_both_sets():
+    names = {(p.parent.name, p.stem) for p in PT2}
+    for s in ("ws8", "ws2"):
+        for name in ("fsdp", "tp", "ddp", "mesh2d", "moe"):
+            assert (s, name) in names
+            assert (SAMPLES / s / f"{name}.json").is_file()
+    total = sum(p.stat().st_size for p in SAMPLES.rglob("*") if p.is_file())
+    assert total < 5 * 1024 * 1024
+
+
+@pytest.mark.parametrize("path", PT2, ids=IDS)
+def test_pt2_roundtrip_keeps_the_graph(path, tmp_path):
+    graph = load_graph(path)
+    assert graph.source_format == "pt2"
+    assert any(n.kind is NodeKind.COLLECTIVE for n in graph.nodes)
+    assert all(g.ranks is not None for g in graph.groups.values())
+    out = tmp_path / path.name
+    save_graph(graph, out)
+    again = load_graph(out)
+    assert _summary(again) == _summary(graph)
+    assert again.groups == graph.groups
+    assert (again.world_size, again.mesh) == (graph.world_size, graph.mesh)
+
+
+@pytest.mark.parametrize("path", PT2, ids=IDS)
+def test_pt2_written_in_a_new_order_follows_it(path, tmp_path):
+    graph = load_graph(path)
+    order = late_first_order(graph)
+    assert order != graph.original_order
+    out = tmp_path / path.name
+    save_graph(graph, out, order)
+    again = load_graph(out)
+    moved = [graph.nodes[i].name for i in order if graph.nodes[i].op not in ("placeholder", "output")]
+    got = [n.name for n in again.nodes if n.op not in ("placeholder", "output")]
+    assert got == moved
+    assert {n.name: n.kind for n in again.nodes} == {n.name: n.kind for n in graph.nodes}
+
+
+@pytest.mark.parametrize("path", JSON, ids=IDS)
+def test_json_roundtrip_is_byte_identical(path, tmp_path):
+    graph = load_graph(path)
+    out = tmp_path / path.name
+    save_graph(graph, out)
+    assert out.read_bytes() == path.read_bytes()
+
+
+@pytest.mark.parametrize("path", JSON, ids=IDS)
+def test_json_written_in_a_new_order_follows_it(path, tmp_path):
+    graph = load_graph(path)
+    order = late_first_order(graph)
+    out = tmp_path / path.name
+    save_graph(graph, out, order)
+    again = load_graph(out)
+    assert [n.name for n in again.nodes] == [graph.nodes[i].name for i in order]
+    by_name = {n.name: n for n in again.nodes}
+    for n in graph.nodes:
+        m = by_name[n.name]
+        assert (m.kind, m.op, m.collective, m.outputs) == (n.kind, n.op, n.collective, n.outputs)
+
+
+@pytest.mark.parametrize("path", PT2, ids=IDS)
+def test_committed_json_is_the_conversion_of_the_pt2(path, tmp_path):
+    out = tmp_path / f"{path.stem}.json"
+    save_json_graph(load_graph(path), out)
+    assert out.read_bytes() == path.with_suffix(".json").read_bytes()
+    from_json = load_graph(path.with_suffix(".json"))
+    from_pt2 = load_graph(path)
+    assert [(n.name, n.kind, n.collective) for n in from_json.nodes] == [
+        (n.name, n.kind, n.collective) for n in from_pt2.nodes
+    ]
+    assert from_json.groups == from_pt2.groups

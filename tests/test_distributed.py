@@ -1,0 +1,38 @@
+"""The gloo test harness itself: results by rank, real collectives, failures reported."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.distributed import run_gloo
+
+
+def _all_reduce(rank: int, world_size: int, scale: float):
+    import torch
+    import torch.distributed as dist
+
+    t = torch.full((3,), float(rank + 1)) * scale
+    dist.all_reduce(t)
+    return t
+
+
+def _fail_on_rank_one(rank: int, world_size: int):
+    if rank == 1:
+        raise ValueError("boom on purpose")
+    return rank
+
+
+@pytest.mark.slow
+def test_run_gloo_returns_each_ranks_result_after_a_real_all_reduce():
+    import torch
+
+    results = run_gloo(_all_reduce, 2, 2.0)
+    assert len(results) == 2
+    for t in results:
+        assert torch.equal(t, torch.full((3,), 6.0))  # (1 + 2) * 2
+
+
+@pytest.mark.slow
+def test_run_gloo_reraises_a_ranks_exception_with_its_traceback():
+    with pytest.raises(RuntimeError, match=r"rank 1 ---[\s\S]*ValueError: boom on purpose"):
+        run_gloo(_fail_on_rank_one, 2, timeout_s=60)
