@@ -106,12 +106,12 @@ def demand_order(
 
 
 def within_budget(graph: Graph, order: Sequence[int], budget_bytes: int | None) -> bool:
-    """Whether ``order``'s peak live memory (commopt.sim.peak_memory) fits the budget."""
+    """Whether ``order``'s padded peak live memory (commopt.sim.peak_memory) fits the budget."""
     if budget_bytes is None:
         return True
     from commopt.sim import peak_memory
 
-    return peak_memory(graph, order)[0] <= budget_bytes
+    return peak_memory(graph, order, padded=True)[0] <= budget_bytes
 
 
 def widest_fitting(

@@ -34,7 +34,8 @@ class PassContext:
 
     - ``durations_us``: estimated duration of every node (rank-independent);
     - ``memory_budget_bytes``: the peak live memory no pass may exceed (None: no budget),
-      normally ``(1 + max_memory_increase) * peak of the original order``;
+      normally ``(1 + max_memory_increase) * peak of the original order``, counted with
+      padded sizes (``peak_memory(..., padded=True)``) so it is the same on every rank;
     - ``allow_cross_group_reorder``: collectives of different groups may change their
       relative order (same-group order is always kept);
     - ``options``: free-form options for plug-in passes.
@@ -73,7 +74,11 @@ class PassContext:
         original_order: Sequence[int] | None = None,
         options: dict[str, Any] | None = None,
     ) -> PassContext:
-        """A context whose budget is ``(1 + max_memory_increase)`` x the original peak."""
+        """A context whose budget is ``(1 + max_memory_increase)`` x the original peak.
+
+        Peaks here are padded (every tensor at its largest rank's size): the budget and
+        every decision against it are the same on every rank.
+        """
         from commopt.sim import peak_memory
 
         check_max_memory_increase(max_memory_increase)
@@ -81,7 +86,7 @@ class PassContext:
             raise OptionError(f"{len(durations_us)} durations for a graph of {len(graph)} nodes",
                               field="durations_us")
         order = graph.original_order if original_order is None else list(original_order)
-        peak, _ = peak_memory(graph, order)
+        peak, _ = peak_memory(graph, order, padded=True)
         return cls(
             durations_us=tuple(float(d) for d in durations_us),
             memory_budget_bytes=int(peak * (1.0 + max_memory_increase)),

@@ -3,8 +3,8 @@
 After every pass the order must be a permutation of the graph's nodes that keeps the
 invariants (:func:`commopt.check.check_order`); anything else is a bug in that pass and is
 raised as :class:`~commopt.errors.InvariantViolation` naming the pass and the passes that
-ran before it. An order that exceeds the memory budget is not taken: the pipeline goes on
-with the pass's input order and the record says so.
+ran before it. An order that exceeds the memory budget (padded peak, the same on every
+rank) is not taken: the pipeline goes on with the pass's input order and the record says so.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from commopt.check import check_order
 from commopt.errors import InvariantViolation
 from commopt.ir.graph import Graph
 from commopt.passes.base import Pass, PassContext
-from commopt.sim import SimResult
+from commopt.sim import SimResult, peak_memory
 
 
 @dataclass(frozen=True)
@@ -62,11 +62,12 @@ class PassManager:
             after = ctx.simulate(graph, new)
             note = None
             budget = ctx.memory_budget_bytes
-            if budget is not None and after.peak_memory_bytes > budget \
-                    and after.peak_memory_bytes > sim.peak_memory_bytes:
-                note = (f"order not taken: peak memory {after.peak_memory_bytes} B exceeds the "
-                        f"budget {budget} B")
-                new, after = current, sim
+            if budget is not None and new != current:
+                peak = peak_memory(graph, new, padded=True)[0]
+                if peak > budget and peak > peak_memory(graph, current, padded=True)[0]:
+                    note = (f"order not taken: padded peak memory {peak} B exceeds the "
+                            f"budget {budget} B")
+                    new, after = current, sim
             result.records.append(PassRecord(p.name, sim, after, seconds, new != current, note))
             ran.append(p.name)
             current, sim = new, after

@@ -37,14 +37,19 @@ def effective_roots(graph: Graph) -> list[int]:
     return root
 
 
-def allocation_bytes(graph: Graph, roots: Sequence[int] | None = None) -> list[int]:
-    """Bytes each node allocates when it runs (0 for aliases, views, waits, the output)."""
+def allocation_bytes(graph: Graph, roots: Sequence[int] | None = None, *,
+                     padded: bool = False) -> list[int]:
+    """Bytes each node allocates when it runs (0 for aliases, views, waits, the output).
+
+    ``padded=True``: the largest rank's bytes (:attr:`TensorMeta.padded_nbytes`), the same
+    on every rank.
+    """
     roots = effective_roots(graph) if roots is None else roots
     sizes = [0] * len(graph.nodes)
     for node in graph.nodes:
         i = node.index
         if roots[i] == i and node.kind not in _NO_ALLOC and node.outputs:
-            sizes[i] = node.nbytes
+            sizes[i] = node.padded_nbytes if padded else node.nbytes
     return sizes
 
 
@@ -65,9 +70,9 @@ class _Layout:
 
     __slots__ = ("sizes", "is_input", "reads", "held_until_wait")
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, padded: bool = False) -> None:
         roots = effective_roots(graph)
-        self.sizes = allocation_bytes(graph, roots)
+        self.sizes = allocation_bytes(graph, roots, padded=padded)
         self.is_input = [n.kind is NodeKind.INPUT for n in graph.nodes]
         # storage roots each node reads (deduplicated)
         self.reads = [tuple({roots[p]: None for p in n.inputs}) for n in graph.nodes]
@@ -80,16 +85,18 @@ class _Layout:
 
 
 _LAYOUTS: weakref.WeakKeyDictionary[Graph, _Layout] = weakref.WeakKeyDictionary()
+_PADDED_LAYOUTS: weakref.WeakKeyDictionary[Graph, _Layout] = weakref.WeakKeyDictionary()
 
 
-def _layout(graph: Graph) -> _Layout:
-    layout = _LAYOUTS.get(graph)
+def _layout(graph: Graph, padded: bool = False) -> _Layout:
+    cache = _PADDED_LAYOUTS if padded else _LAYOUTS
+    layout = cache.get(graph)
     if layout is None:
-        layout = _LAYOUTS[graph] = _Layout(graph)
+        layout = cache[graph] = _Layout(graph, padded)
     return layout
 
 
-def peak_memory(graph: Graph, order: Sequence[int]) -> tuple[int, array]:
+def peak_memory(graph: Graph, order: Sequence[int], *, padded: bool = False) -> tuple[int, array]:
     """Peak live tensor bytes along ``order`` and the live bytes at each step.
 
     ``curve[k]`` is the live bytes while ``order[k]`` runs: everything allocated so far and not
@@ -97,10 +104,12 @@ def peak_memory(graph: Graph, order: Sequence[int]) -> tuple[int, array]:
     inputs and outputs together). Storage freed after step ``k`` drops out from ``curve[k+1]``.
     Returns ``(peak_bytes, curve)``; the peak is at least the bytes of the graph inputs.
     Order-independent facts are cached per graph, so passes may call this often.
+    ``padded=True`` counts every tensor at its largest rank's size, so the result is the
+    same on every rank (what the passes' memory budget uses).
     """
     n = len(graph.nodes)
     pos = positions(order, n)
-    layout = _layout(graph)
+    layout = _layout(graph, padded)
     sizes, is_input, reads = layout.sizes, layout.is_input, layout.reads
     last = pos[:]  # last position at which each storage root is used
     for i in range(n):
