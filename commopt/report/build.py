@@ -13,7 +13,7 @@ from typing import Any
 
 from commopt.errors import GraphError
 from commopt.ir.graph import Graph, NodeKind
-from commopt.report.explain import explain_exposed
+from commopt.report.explain import csr_lists, explain_exposed
 from commopt.schemas.report import OverlapReport
 from commopt.sim.result import COMPUTE_LANE, SimResult, comm_lane
 
@@ -23,6 +23,7 @@ MEMORY_POINTS = 4096
 TOP_EXPOSED = 10
 
 _HIDDEN_KINDS = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW)
+_KIND_LABEL = {k: k.label for k in NodeKind}
 
 
 def build_report(
@@ -144,7 +145,7 @@ def _node_info(graph: Graph, i: int, durations_us: Sequence[float]) -> dict[str,
     return {
         "name": node.name,
         "op": node.op,
-        "kind": node.kind.label,
+        "kind": _KIND_LABEL[node.kind],
         "duration_us": 0.0 if node.kind is NodeKind.WAIT else float(durations_us[i]),
         "bytes": coll.bytes if coll is not None else node.nbytes,
         "group": group,
@@ -265,11 +266,13 @@ def _explain_top(graph: Graph, final: dict[str, Any], order: Sequence[int], sim:
     exposed.sort(key=lambda c: (-c["exposed_us"], c["issue_step"]))
     chosen = exposed[:top]
     timing_of = {t.node: t for t in sim.collectives}
+    csr = csr_lists(graph) if chosen else None
     for c in chosen:
         t = timing_of[graph.index_of[c["node"]]]
         c["reasons"] = [
             r.model_dump() for r in
-            explain_exposed(graph, order, durations_us, t, sim, memory_budget_bytes=budget)
+            explain_exposed(graph, order, durations_us, t, sim, memory_budget_bytes=budget,
+                            csr=csr)
         ]
     return [c["node"] for c in chosen]
 

@@ -25,24 +25,25 @@ from commopt.sim.result import COMPUTE_LANE, CollectiveTiming, SimResult
 QUEUED_SHARE = 0.25
 
 
-def _reach(start: Sequence[int], ptr, idx, n: int) -> bytearray:
+def _reach(start: Sequence[int], ptr: Sequence[int], idx: Sequence[int], n: int) -> bytearray:
     """Marks of every node reachable from ``start`` (exclusive) along the CSR arrays."""
     seen = bytearray(n)
-    stack = []
-    for s in start:
-        for k in range(ptr[s], ptr[s + 1]):
-            j = idx[k]
-            if not seen[j]:
-                seen[j] = 1
-                stack.append(j)
+    stack = list(start)
     while stack:
         i = stack.pop()
-        for k in range(ptr[i], ptr[i + 1]):
-            j = idx[k]
+        for j in idx[ptr[i] : ptr[i + 1]]:
             if not seen[j]:
                 seen[j] = 1
                 stack.append(j)
     return seen
+
+
+def csr_lists(graph: Graph) -> tuple[list[int], list[int], list[int], list[int]]:
+    """The graph's predecessor and successor CSR arrays as lists (faster to slice and index);
+    build once and pass to every :func:`explain_exposed` call on the same graph."""
+    pred_ptr, pred_idx = graph.pred_arrays()
+    succ_ptr, succ_idx = graph.succ_arrays()
+    return list(pred_ptr), list(pred_idx), list(succ_ptr), list(succ_idx)
 
 
 def _us(x: float) -> str:
@@ -57,11 +58,13 @@ def explain_exposed(
     sim: SimResult,
     *,
     memory_budget_bytes: int | None = None,
+    csr: tuple[list[int], list[int], list[int], list[int]] | None = None,
 ) -> list[Reason]:
     """The reasons collective ``timing.node`` is exposed in ``order``, primary reason first.
 
     At most two reasons: ``queued`` when it applies, then the first of the others that
-    holds. Costs a few graph traversals, so callers explain only the most exposed ones.
+    holds. Costs a few graph traversals, so callers explain only the most exposed ones
+    (passing ``csr=csr_lists(graph)`` built once).
     """
     reasons: list[Reason] = []
     nodes = graph.nodes
@@ -80,8 +83,7 @@ def explain_exposed(
     for p, i in enumerate(order):
         pos[i] = p
     waits = graph.waits_of(c)
-    pred_ptr, pred_idx = graph.pred_arrays()
-    succ_ptr, succ_idx = graph.succ_arrays()
+    pred_ptr, pred_idx, succ_ptr, succ_idx = csr if csr is not None else csr_lists(graph)
     before = _reach([c], pred_ptr, pred_idx, n)
     after = _reach(list(waits), succ_ptr, succ_idx, n)
     for wt in waits:
