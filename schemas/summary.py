@@ -68,7 +68,8 @@ class Summary(BaseModel):
     estimator: str = Field(description="the estimator chain that gave the durations")
     hardware: str | None = None
     max_memory_increase: float
-    memory_budget_bytes: int | None
+    memory_budget_bytes: int | None = Field(
+        description="(1 + max_memory_increase) x the original padded peak: no pass exceeds it")
     allow_cross_group_reorder: bool
     passes: list[PassSummary]
     before: SimNumbers

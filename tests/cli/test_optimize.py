@@ -90,3 +90,22 @@ def test_graph_without_collectives_is_written_unchanged(tmp_path: Path, monkeypa
 def test_output_onto_the_input_is_refused(graph_file: Path, tmp_path: Path, capsys):
     assert _run(["optimize", str(graph_file), "-o", str(tmp_path)]) == 2
     assert "would overwrite the input" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_outputs_are_byte_identical_under_any_hash_seed(tmp_path: Path):
+    import os
+    import subprocess
+    import sys
+
+    src = tmp_path / "g.json"
+    save_json_graph(fsdp_tp_stack(3, dp=4, tp=2, hidden=256, tokens=512), src)
+    code = "import sys; from commopt.cli.main import main; main(sys.argv[1:])"
+    for seed in ("0", "12345"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        done = subprocess.run([sys.executable, "-c", code, "-q", "optimize", str(src), "-o",
+                               str(tmp_path / seed), "--no-timings"], env=env, cwd=tmp_path,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    for name in ("g.json", "summary.json"):
+        assert (tmp_path / "0" / name).read_bytes() == (tmp_path / "12345" / name).read_bytes()
