@@ -1,6 +1,7 @@
 """Hypothesis strategies for random graphs with collectives: for any test that takes a graph.
 
-``graphs()`` draws a valid program: inputs; compute on 1-2 values; views (also of waited
+``graphs()`` draws a valid program: inputs (some uneven shards: ``max_shape`` larger than
+the local shape); compute on 1-2 values; views (also of waited
 collective results, so views sit between a wait and its use); in-place ops; side-effecting
 barriers; collectives over 1-3 process groups, in place or not, each waited some steps later
 (several in flight at once); an output. The program order itself keeps every invariant
@@ -13,7 +14,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from commopt.ir.builder import GraphBuilder
-from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.graph import Graph, NodeKind, TensorMeta
 
 _COLL_TYPES = ("all_reduce", "all_gather", "reduce_scatter")
 
@@ -35,6 +36,8 @@ def graphs(draw, *, max_steps: int = 40, max_groups: int = 3) -> Graph:
 
     for k in range(draw(st.integers(1, 3))):
         i = b.input(f"in{k}", (4, 4))
+        if draw(st.booleans()):  # an uneven shard: another rank holds 5 rows
+            b.nodes[i].outputs = (TensorMeta("float32", (4, 4), max_shape=(5, 4)),)
         add_value(i, i)
     steps = draw(st.integers(1, max_steps))
     for s in range(steps):

@@ -4,7 +4,7 @@ memory budget, and is deterministic."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 
 from commopt.check import check_order
 from commopt.passes.base import PassContext
@@ -21,6 +21,7 @@ PIPELINES = [[name] for name in sorted(BUILTIN)] + [
 
 
 @pytest.mark.parametrize("pipeline", PIPELINES, ids=lambda p: "+".join(p))
+@settings(max_examples=30)
 @given(gd=graph_and_durations())
 def test_pipeline_keeps_invariants_and_budget(pipeline, gd):
     graph, durations = gd
