@@ -217,10 +217,11 @@ def resolve_groups(
         for pos, rec in enumerate(doc.groups):
             if rec.name not in groups:
                 continue
-            if size[rec.name] is not None and size[rec.name] != len(rec.ranks):
+            proven = groups[rec.name].size if rec.name in known else None
+            if proven is not None and proven != len(rec.ranks):
                 raise GraphError(
                     f"group {rec.name!r} has {len(rec.ranks)} ranks here, but the graph's "
-                    f"collectives use it with group size {size[rec.name]}",
+                    f"collectives use it with group size {proven}",
                     file=file, field=f"$.groups[{pos}].ranks",
                 )
             size[rec.name] = len(rec.ranks)
