@@ -91,6 +91,15 @@ class TimeRanges:
                     c >>= 1
             self.canon.append(canon)
             self.ancestors.append(ancestors)
+        # A node's agg is only ever read where it is canonical for some buffer, its own only
+        # where it is an ancestor of one: writes elsewhere are skipped (about a fifth).
+        read_agg = {v for canon in self.canon for v in canon}
+        read_own = {v for ancestors in self.ancestors for v in ancestors}
+        self.agg_writes = [
+            [v for v in canon if v in read_agg] + [v for v in ancestors if v in read_agg]
+            for canon, ancestors in zip(self.canon, self.ancestors, strict=True)
+        ]
+        self.own_writes = [[v for v in canon if v in read_own] for canon in self.canon]
 
 
 def _merged(flat: list[int] | None, start: int, end: int) -> list[int]:
@@ -129,6 +138,7 @@ def greedy_best_fit(order: Sequence[int], sizes: Sequence[int], firsts: Sequence
     own: list[list[int] | None] = [None] * ranges.slots
     agg: list[list[int] | None] = [None] * ranges.slots
     all_canon, all_ancestors = ranges.canon, ranges.ancestors
+    own_writes, agg_writes = ranges.own_writes, ranges.agg_writes
     offsets = [0] * len(sizes)
     arena = 0
     for i in order:
@@ -158,10 +168,9 @@ def greedy_best_fit(order: Sequence[int], sizes: Sequence[int], firsts: Sequence
             best_off = min(fits)[1] if fits else ends[-1]
         offsets[i] = best_off
         end = best_off + size
-        for v in canon:
+        for v in own_writes[i]:
             own[v] = _merged(own[v], best_off, end)
-            agg[v] = _merged(agg[v], best_off, end)
-        for v in ancestors:
+        for v in agg_writes[i]:
             agg[v] = _merged(agg[v], best_off, end)
         if end > arena:
             arena = end
