@@ -55,7 +55,13 @@ def plan_cmd(app: App, graph: str, output: str | None, align: int | None, comm_b
         table.add_row("total", str(t.buffers), _mib(t.arena_bytes), _mib(t.lower_bound_bytes),
                       _mib(t.per_call_site_bytes), _ratio(t.arena_bytes, t.lower_bound_bytes), "")
         app.out.print(table)
+        inputs = [b for a in plan.groups for b in a.buffers if b.role != "output"]
+        zero_copy = sum(b.zero_copy for b in inputs)
+        app.out.print(f"{zero_copy} of {len(inputs)} collective inputs can be written in place by "
+                      f"their producer (zero-copy)", markup=False)
         app.out.print(f"digest {plan.digest}", markup=False)
+        if not plan.groups:
+            app.warn("the graph has no collectives of the selected types: the plan is empty")
     if output is not None:
         app.info(f"wrote {output}")
 
