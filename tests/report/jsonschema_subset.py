@@ -12,7 +12,7 @@ from typing import Any
 _TYPES = {
     "object": dict, "array": list, "string": str, "boolean": bool, "null": type(None),
 }
-_IGNORED = {"title", "description", "default", "examples"}
+_IGNORED = {"title", "description", "default", "examples", "$schema"}
 _KNOWN = {"$ref", "$defs", "type", "properties", "required", "additionalProperties", "items",
           "anyOf", "enum", "const"} | _IGNORED
 

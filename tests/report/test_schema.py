@@ -48,3 +48,8 @@ def test_schema_check_rejects_broken_documents(breakage):
     breakage(doc)
     with pytest.raises(AssertionError):
         validate(doc, OverlapReport.model_json_schema())
+
+
+def test_json_report_validates_against_the_committed_schema_file(repo_root):
+    schema = json.loads((repo_root / "schemas" / "report.schema.json").read_text())
+    validate(json.loads(_report().model_dump_json()), schema)
