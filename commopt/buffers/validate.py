@@ -4,8 +4,9 @@ It trusts nothing in the plan: lifetimes and sizes are recomputed here from the 
 code separate from the planner's (:mod:`commopt.buffers.lifetimes`), so a planner bug shows up
 as a problem instead of being repeated. Checked: the digest, the order the plan was made
 for, alignment, buffers outside their arena, buffers missing from the plan or unknown to the
-graph, sizes and lifetimes shorter than needed, zero-copy claims that cannot hold, totals, and
-every pair of buffers live at the same time that overlap in memory.
+graph, sizes and lifetimes shorter than needed, zero-copy claims that cannot hold, totals, each
+arena's lower bound and per-call-site figures, and every pair of buffers live at the same
+time that overlap in memory.
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ def validate_plan(graph: Graph, order: Sequence[int] | None, plan: BufferPlan) -
             problems.append(f"buffer {name!r} (group {expected[name].group!r}) is missing from the plan")
     problems.extend(_totals_problems(plan))
     for arena in plan.groups:
+        problems.extend(_bound_problems(arena))
+    for arena in plan.groups:
         problems.extend(_overlaps(arena.group, arena.buffers, expected))
     return problems
 
@@ -109,6 +112,27 @@ def _totals_problems(plan: BufferPlan) -> list[str]:
     if (t.buffers, t.arena_bytes, t.lower_bound_bytes, t.per_call_site_bytes) != sums:
         return [f"totals {t.model_dump()} do not match the sums over groups {sums}"]
     return []
+
+
+def _bound_problems(arena) -> list[str]:
+    """The arena's per-call-site and lower-bound figures, recomputed from its buffers."""
+    out: list[str] = []
+    per_site = sum(b.size_bytes for b in arena.buffers)
+    if per_site != arena.per_call_site_bytes:
+        out.append(f"group {arena.group!r}: per-call-site bytes {arena.per_call_site_bytes} should be "
+                   f"{per_site} (the sum of its buffer sizes)")
+    changes: dict[int, int] = {}
+    for b in arena.buffers:
+        changes[b.first] = changes.get(b.first, 0) + b.size_bytes
+        changes[b.last + 1] = changes.get(b.last + 1, 0) - b.size_bytes
+    live = bound = 0
+    for t in sorted(changes):
+        live += changes[t]
+        bound = max(bound, live)
+    if bound != arena.lower_bound_bytes:
+        out.append(f"group {arena.group!r}: lower bound {arena.lower_bound_bytes} should be {bound} "
+                   f"(largest sum of buffers live together)")
+    return out
 
 
 def _overlaps(group: str, buffers: list[PlannedBuffer], expected: dict[str, _Expected]) -> list[str]:

@@ -85,3 +85,15 @@ def test_plan_for_another_graph(graph):
     other = fsdp_tp_stack(2, dp=2, tp=2, hidden=64, tokens=32)
     problems = validate_plan(graph, None, plan_buffers(other))
     assert len(problems) == 1 and "nodes" in problems[0]
+
+
+def test_wrong_bound_figures_are_reported(graph):
+    plan = plan_buffers(graph)
+    arena = plan.groups[0]
+    arena.lower_bound_bytes += 512
+    arena.per_call_site_bytes -= 512
+    plan.totals.lower_bound_bytes += 512
+    plan.totals.per_call_site_bytes -= 512
+    problems = validate_plan(graph, None, _resealed(plan))
+    assert len(problems) == 2
+    assert "lower bound" in problems[1] and "per-call-site" in problems[0]
