@@ -46,5 +46,9 @@ def literal(value: object) -> str:
 
 def comment(text: str, limit: int = 80) -> str:
     """``text`` made safe for one ``#`` comment line: printable ASCII, no line breaks."""
-    safe = "".join(ch if " " <= ch <= "~" else "?" for ch in str(text))
+    text = str(text)
+    if text.isascii() and text.isprintable():
+        safe = text
+    else:
+        safe = "".join(ch if " " <= ch <= "~" else "?" for ch in text)
     return safe if len(safe) <= limit else safe[: limit - 3] + "..."

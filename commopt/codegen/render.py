@@ -8,9 +8,7 @@ plain Python value or a line built by the model from checked identifiers.
 
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 from importlib import resources
 
 from commopt.codegen.model import RunnerModel
@@ -124,19 +122,19 @@ _PROLOGUE = (
 )
 
 
+_STRING = re.compile(r"'(?:[^'\\\n]|\\.)*'" + r'|"(?:[^"\\\n]|\\.)*"')
+_NAME_READ = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\b(?!\s*=(?!=))")
+
+
 def _free_names(source: str) -> set[str]:
-    """Names read in ``source`` that are not attributes or keyword-argument names."""
-    names: set[str] = set()
-    tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline)
-              if t.type in (tokenize.NAME, tokenize.OP)]
-    for k, tok in enumerate(tokens):
-        if tok.type != tokenize.NAME:
-            continue
-        after_dot = k > 0 and tokens[k - 1].string == "."
-        is_keyword = k + 1 < len(tokens) and tokens[k + 1].string == "="
-        if not after_dot and not is_keyword:
-            names.add(tok.string)
-    return names
+    """Names read in generated ``source``: not attributes, keyword names or assignment targets.
+
+    Generated lines hold string literals only as ``repr()`` output (one line, escaped), so
+    removing them and then comments leaves code alone; linear, unlike :mod:`tokenize`.
+    """
+    code = _STRING.sub("''", source)
+    code = re.sub(r"#[^\n]*", "", code)
+    return set(_NAME_READ.findall(code))
 
 
 def _function(name: str, doc: list[str], body: list[str]) -> str:

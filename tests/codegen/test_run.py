@@ -96,3 +96,24 @@ def test_hostile_graph_runs_the_same_computation_and_executes_nothing(tmp_path: 
         torch.testing.assert_close(got[0], torch.div(torch.full((4, 8), fill), ys[r],
                                                      rounding_mode="trunc"))
         torch.testing.assert_close(got[1], reduced)
+
+
+def test_duration_only_json_graph_emulates_and_reduces(tmp_path: Path) -> None:
+    from tests.codegen.test_golden import duration_only_graph
+
+    g = duration_only_graph()
+    script = tmp_path / "run_durations.py"
+    write_runner(g, script, g.original_order, plan_buffers(g, g.original_order))
+    proc = torchrun(script, 2, "--verify", "--iters", "3", "--warmup", "1",
+                    "--dump-outputs", "out{rank}.pt", "--out", "results.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "2 node(s) emulated by a timed busy wait" in proc.stderr
+    for r in range(2):
+        scattered, other = torch.load(tmp_path / f"out{r}.pt")
+        # 'bwd' (index 1) fills 0.25 on both ranks; the avg reduce_scatter keeps 0.25
+        assert scattered.dtype == torch.bfloat16 and scattered.shape == (4, 4)
+        assert torch.equal(scattered, torch.full((4, 4), 0.25, dtype=torch.bfloat16))
+        assert torch.equal(other, torch.full((8, 4), 0.5, dtype=torch.bfloat16))
+    results = json.loads((tmp_path / "results.json").read_text())
+    # a step busy-waits at least the two emulated durations (40 + 25 us)
+    assert min(min(r["times_us"]) for r in results["ranks"]) >= 65.0
