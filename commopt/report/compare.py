@@ -2,7 +2,7 @@
 
 Durations come from the estimator chain (:func:`commopt.estimators.resolve`), which itself
 prefers durations recorded in the graph file; the memory budget used to explain exposure is
-the passes' default, ``(1 + max_memory_increase)`` x the original order's peak.
+the passes' own (:meth:`commopt.passes.PassContext.for_graph`).
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ def compare_graphs(
     :class:`~commopt.estimators.EstimatorOptions` (default: analytical).
     """
     from commopt.estimators import EstimatorOptions, resolve
-    from commopt.passes.base import DEFAULT_MAX_MEMORY_INCREASE
-    from commopt.sim import peak_memory
+    from commopt.passes.base import DEFAULT_MAX_MEMORY_INCREASE, PassContext
 
     options = estimator_options if estimator_options is not None else EstimatorOptions()
     chain = resolve(None, options)
@@ -39,8 +38,9 @@ def compare_graphs(
     if reordered is not None:
         after = match_order(graph, reordered, file=reordered.source_path)
     increase = DEFAULT_MAX_MEMORY_INCREASE if max_memory_increase is None else max_memory_increase
-    peak, _ = peak_memory(graph, graph.original_order)
-    budget = int((1.0 + increase) * peak)
+    # the budget exactly as the passes compute it (padded sizes, same on every rank)
+    budget = PassContext.for_graph(graph, durations,
+                                   max_memory_increase=increase).memory_budget_bytes
     notes = list(chain.notes)
     if after is not None:
         notes.append(f"'after' is the order of {_name(reordered)}, matched to "
