@@ -105,28 +105,35 @@ class GraphBuilder:
         sources = [source] if isinstance(source, int) else list(source)
         src = self.nodes[sources[0]].outputs[0]
         size = self.groups[group].size
-        if out_shape is None:
-            shape = list(src.shape)
-            if type == "all_gather" and shape:
-                shape[0] *= size
-            elif type == "reduce_scatter" and shape:
-                shape[0] = -(-shape[0] // size)
-            out_shape = shape
-        out = TensorMeta(src.dtype, tuple(out_shape))
+        if len(sources) > 1:  # coalesced: one output per input, each shaped by the type's rule
+            outs = tuple(self._collective_out(type, self.nodes[s].outputs[0], size) for s in sources)
+        elif out_shape is not None:
+            outs = (TensorMeta(src.dtype, tuple(out_shape)),)
+        else:
+            outs = (self._collective_out(type, src, size),)
         in_bytes = sum(self.nodes[s].outputs[0].padded_nbytes for s in sources)
         info = CollectiveInfo(
             type=type, group=group,
             reduce_op=reduce_op if type in ("all_reduce", "reduce_scatter", "reduce") else None,
-            in_bytes=in_bytes, out_bytes=out.nbytes * len(sources) if len(sources) > 1 else out.nbytes,
+            in_bytes=in_bytes, out_bytes=sum(t.padded_nbytes for t in outs),
             coalesced=len(sources) > 1, in_place=in_place,
         )
         op = _COLLECTIVE_OPS.get(type, f"_c10d_functional.{type}.default")
         return self._add(
-            name, NodeKind.COLLECTIVE, op, sources, outputs=(out,),
+            name, NodeKind.COLLECTIVE, op, sources, outputs=outs,
             args=(Ref(sources[0]) if len(sources) == 1 else [Ref(s) for s in sources],),
             collective=info, alias_of=sources[0] if in_place else None,
             mutates=tuple(sources) if in_place else (), duration_us=duration_us,
         )
+
+    @staticmethod
+    def _collective_out(type: str, src: TensorMeta, size: int) -> TensorMeta:
+        shape = list(src.shape)
+        if type == "all_gather" and shape:
+            shape[0] *= size
+        elif type == "reduce_scatter" and shape:
+            shape[0] = -(-shape[0] // size)
+        return TensorMeta(src.dtype, tuple(shape))
 
     def wait(self, name: str, collective: int) -> int:
         """The wait completing ``collective``."""
