@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+
 from commopt.cli.app import App
 from commopt.cli.options import (
     emit_json,

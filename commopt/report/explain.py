@@ -9,7 +9,8 @@ descendant of ``w`` (it must run after the wait). The reasons, most specific fir
 - ``dependency``: enough independent compute exists, but the part that does not need a
   later collective of the same group (which queues behind ``c``) is shorter than ``c``;
 - ``barrier``: a side-effecting node keeps the issue from moving earlier or the wait later;
-- ``memory_budget``: issuing ``c`` as soon as its inputs are ready would exceed the budget;
+- ``memory_budget``: issuing ``c`` as soon as its inputs are ready, or waiting just before
+  its result is used, would exceed the budget;
 - ``schedule``: none of the above; the order simply runs too little compute in the window.
 """
 
@@ -166,29 +167,66 @@ def _barrier(graph: Graph, order: Sequence[int], pos: list[int], c: int,
     return None
 
 
+def _clock_after(order: Sequence[int], k: int, ends: dict[int, float]) -> float:
+    """The compute stream's clock right after position ``k`` of ``order``."""
+    for q in range(k, -1, -1):
+        if order[q] in ends:
+            return ends[order[q]]
+    return 0.0
+
+
+def _peak_between(curve: Sequence[tuple[float, int]], t0: float, t1: float) -> int:
+    """Highest live bytes from ``t0`` to ``t1`` (starting with the value in effect at ``t0``)."""
+    peak = 0
+    for t, b in curve:
+        if t > t1:
+            break
+        peak = b if t < t0 else max(peak, b)
+    return peak
+
+
 def _memory(graph: Graph, order: Sequence[int], pos: list[int], c: int,
             timing: CollectiveTiming, sim: SimResult, budget_bytes: int) -> str | None:
-    """Whether issuing ``c`` when its inputs are ready would push live memory over budget."""
+    """Whether widening the window of ``c`` would push live memory over the budget.
+
+    Two ways to widen it: issue ``c`` as soon as its inputs are ready (its output is live
+    from then on), or move its wait to just before the first use of its result (its input
+    stays live until then).
+    """
     nodes = graph.nodes
+    ends = {e.node: e.end_us for e in sim.events if e.lane == COMPUTE_LANE}
     preds = list(graph.preds(c))
-    ready_us = 0.0
-    if preds:
-        # the compute stream's clock right after the last node the collective must follow
-        ends = {e.node: e.end_us for e in sim.events if e.lane == COMPUTE_LANE}
-        for k in range(max(pos[j] for j in preds), -1, -1):
-            if order[k] in ends:
-                ready_us = ends[order[k]]
-                break
-    if ready_us >= timing.issue_us:
+    ready_us = _clock_after(order, max(pos[j] for j in preds), ends) if preds else 0.0
+    if ready_us < timing.issue_us:
+        extra = nodes[c].padded_nbytes
+        peak = _peak_between(sim.memory_curve, ready_us, timing.issue_us)
+        if peak + extra > budget_bytes:
+            return (f"issuing it when its inputs are ready ({_us(ready_us)}) would hold "
+                    f"{extra:,} more bytes while {peak:,} are live, over the "
+                    f"{budget_bytes:,}-byte memory budget")
+    waits = graph.waits_of(c)
+    if not waits or timing.wait_start_us is None:
         return None
-    extra = nodes[c].padded_nbytes
-    peak = 0  # live bytes from ready_us to issue_us, starting with the value in effect
-    for t, b in sim.memory_curve:
-        if t > timing.issue_us:
-            break
-        peak = b if t < ready_us else max(peak, b)
-    if peak + extra > budget_bytes:
-        return (f"issuing it when its inputs are ready ({_us(ready_us)}) would hold "
-                f"{extra:,} more bytes while {peak:,} are live, over the "
+    wt = min(waits, key=lambda w: pos[w])
+    users = [u for u in graph.succs(wt) if wt in nodes[u].inputs]
+    if not users:
+        return None
+    first = min(users, key=lambda u: pos[u])
+    if pos[first] <= pos[wt] + 1:
+        return None
+    use_us = _clock_after(order, pos[first] - 1, ends)
+    if use_us <= timing.wait_start_us:
+        return None
+    # an input some later node reads stays live anyway: only the others are held longer
+    held = sum(
+        nodes[j].padded_nbytes for j in nodes[c].inputs
+        if not any(pos[u] > pos[wt] for u in graph.users(j) if u != c)
+    )
+    if held == 0:
+        return None
+    peak = _peak_between(sim.memory_curve, timing.wait_start_us, use_us)
+    if peak + held > budget_bytes:
+        return (f"waiting just before its first use ({nodes[first].name!r}) would keep its "
+                f"{held:,}-byte input alive while {peak:,} are live, over the "
                 f"{budget_bytes:,}-byte memory budget")
     return None

@@ -170,3 +170,28 @@ def test_report_is_identical_across_builds():
     _, r1 = _report()
     _, r2 = _report()
     assert r1.model_dump_json() == r2.model_dump_json()
+
+
+def test_memory_budget_reason_when_a_later_wait_would_hold_the_input():
+    b = GraphBuilder(world_size=2)
+    b.group("g", ranks=[0, 1])
+    x = b.input("x", (256, 256))
+    a = b.compute("a", "aten.relu.default", [x], (256, 256))
+    c = b.collective("ag", "all_gather", "g", a)
+    w = b.wait("ag_wait", c)
+    big = b.compute("big", "aten.relu.default", [x], (1024, 256))
+    s = b.compute("s", "aten.sum.default", [big], ())
+    y = b.compute("y", "aten.add.Tensor", [w, s], (512, 256))
+    b.output([y])
+    g = b.build()
+    d = [0.0, 10.0, 20.0, 0.0, 10.0, 10.0, 10.0, 0.0]
+    peak = simulate(g, g.original_order, d).peak_memory_bytes
+    held = g.nodes[a].padded_nbytes
+    tight = build_report(g, g.original_order, None, d, estimator_name="t",
+                         memory_budget_bytes=peak + held // 2)
+    (coll,) = tight.before.collectives
+    assert [x.code for x in coll.reasons] == ["memory_budget"]
+    assert "'y'" in coll.reasons[0].text and f"{held:,}-byte input" in coll.reasons[0].text
+    roomy = build_report(g, g.original_order, None, d, estimator_name="t",
+                         memory_budget_bytes=peak + 2 * held)
+    assert [x.code for x in roomy.before.collectives[0].reasons] == ["schedule"]

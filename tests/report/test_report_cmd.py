@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from commopt.cli.main import main
-from commopt.schemas.report import OverlapReport
 
+from commopt.cli.main import main
 from commopt.io.json_graph import save_json_graph
+from commopt.schemas.report import OverlapReport
 from commopt.synth import fsdp_tp_stack
 from tests.report.jsonschema_subset import validate
 

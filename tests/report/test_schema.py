@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from commopt.schemas.report import ROOT_MODEL, OverlapReport
 
 from commopt.report.build import build_report, write_json
+from commopt.schemas.report import ROOT_MODEL, OverlapReport
 from tests.report.jsonschema_subset import validate
 from tests.report.samples import durations, hand_sim, naive_order, naive_sim, two_groups
 
