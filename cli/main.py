@@ -115,3 +115,7 @@ def cli(ctx: click.Context, verbose: int, quiet: int, color: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``commopt`` console script."""
     cli.main(args=argv, prog_name="commopt")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""``python -m commopt``: the same as the ``commopt`` command."""
+
+from commopt.cli.main import main
+
+main()
