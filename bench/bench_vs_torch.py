@@ -260,6 +260,8 @@ def scaling(quick: bool) -> str:
         else:
             theirs, note = _torch_scaling(target, TORCH_CAP_S)
             torch_gave_up = theirs is None
+        print(f"   scaling {len(graph)} nodes: commopt {ours:.1f} s, torch {theirs or note}",
+              file=sys.stderr, flush=True)
         speedup = f"{theirs / ours:.1f}x" if theirs else "-"
         rows.append([len(graph), len(graph.collectives()), _fmt(ours), _fmt(total),
                      _fmt(theirs) if theirs is not None else note, speedup])
@@ -270,7 +272,11 @@ def scaling(quick: bool) -> str:
 def run(quick: bool) -> str:
     """The comparison tables as a Markdown section (quick: the small graphs only)."""
     graphs.init_fake_pg()
-    results = [compare_graph(bg) for bg in graphs.benchmark_graphs(quick)]
+    results = []
+    for bg in graphs.benchmark_graphs(quick):
+        t0 = time.perf_counter()
+        results.append(compare_graph(bg))
+        print(f"   {bg.name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     rows = [r for info, outs in results for r in _rows(info, outs)]
     targets, misses = _targets(results)
     parts = [

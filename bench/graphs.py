@@ -10,7 +10,8 @@ wait, which commopt's loader rejects. Parameters and inputs live on the ``meta``
 shapes, and nothing the size of a model is allocated.
 
 Exports are cached as ``.pt2`` under ``bench/_work/`` (git-ignored), keyed by the graph's
-spec, this file's contents and the torch version, so a changed model re-exports itself. The
+spec, the source of the model code and the torch version, so a changed model re-exports
+itself (and replaces its stale archive). The
 process groups are recorded inside each archive (:func:`commopt.io.groups.save_with_groups`).
 
 Process groups (created once per process by :func:`init_fake_pg`, in this order, so their
@@ -355,10 +356,18 @@ class BenchGraph:
     generated: bool
 
 
-def _source_digest() -> str:
+def _source_digest(spec: GraphSpec) -> str:
+    """Digest of what an export depends on: the spec, the source of the model code and the
+    torch version (editing anything else in this file keeps the cache)."""
+    import inspect
+
     import torch
 
-    h = hashlib.sha256(Path(__file__).read_bytes())
+    code = [_rms_norm, _gather, _reduce_scatter, _all_reduce, _all_to_all, _mlp_forward,
+            _mlp_backward, _fsdp_layer, _fsdp_layer_backward, _params, spec.build, export_program]
+    h = hashlib.sha256(repr(sorted(spec.kwargs.items())).encode())
+    for fn in code:
+        h.update(inspect.getsource(fn).encode())
     h.update(torch.__version__.encode())
     return h.hexdigest()[:12]
 
@@ -380,10 +389,13 @@ def ensure_graph(name: str) -> BenchGraph:
     from commopt.io.groups import save_with_groups
 
     spec = SPECS[name]
-    path = WORK_DIR / f"{name}-{_source_digest()}.pt2"
+    path = WORK_DIR / f"{name}-{_source_digest(spec)}.pt2"
     if not path.exists():
         init_fake_pg()
         save_with_groups(export_program(spec), path)
+        for stale in WORK_DIR.glob(f"{name}-*.pt2"):
+            if stale != path:
+                stale.unlink()
     return BenchGraph(name, path, generated=True)
 
 
