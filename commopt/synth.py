@@ -31,7 +31,7 @@ def fsdp_tp_stack(
 
     Nodes per layer grow with ``extra_elementwise`` (elementwise ops and views per layer in
     forward and backward), so ``layers`` and that knob together set the node count:
-    about ``layers * (22 + 4 * extra_elementwise)`` nodes.
+    ``layers * (14 + 2 * extra_elementwise + (2 if tp > 1 else 0)) + 4`` nodes.
     """
     rng = random.Random(seed)
     world = dp * tp
@@ -96,6 +96,7 @@ def fsdp_tp_stack(
 
 def graph_with_nodes(target_nodes: int, *, dp: int = 8, tp: int = 1, seed: int = 0) -> Graph:
     """An FSDP(+TP) stack with about ``target_nodes`` nodes (at 100k: over 2,000 collectives)."""
-    per_layer = 22 + 4 * 4 + (6 if tp > 1 else 0)
-    layers = max(1, target_nodes // per_layer)
+    per_layer = 14 + 2 * 4 + (2 if tp > 1 else 0)  # see fsdp_tp_stack, extra_elementwise=4
+    fixed = 4  # tokens, loss, grad seed, output
+    layers = max(1, round((target_nodes - fixed) / per_layer))
     return fsdp_tp_stack(layers, dp=dp, tp=tp, seed=seed, hidden=512, tokens=1024)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
+import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +21,20 @@ from commopt.ir.graph import (
     Node,
     NodeKind,
     ProcessGroup,
+    Ref,
     TensorMeta,
 )
-from commopt.schemas.graph import FORMAT_NAME, FORMAT_VERSION, GraphDocument
+from commopt.schemas.graph import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    CollectiveModel,
+    CollectiveTypeName,
+    GraphDocument,
+    NodeKindName,
+    NodeModel,
+    ProcessGroupModel,
+    TensorModel,
+)
 
 
 def read_json_file(path: Path) -> Any:
@@ -39,8 +54,22 @@ def read_json_file(path: Path) -> Any:
 def load_json_graph(path: str | Path) -> Graph:
     """Load a commopt JSON graph file into a :class:`Graph`."""
     path = Path(path)
-    raw = read_json_file(path)
-    return graph_from_document(raw, file=str(path), name_default=path.stem)
+    with _gc_paused():
+        raw = read_json_file(path)
+        return graph_from_document(raw, file=str(path), name_default=path.stem)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: building millions of small, acyclic objects
+    otherwise triggers full collections that rescan everything already built."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def graph_from_document(raw: Any, *, file: str | None = None, name_default: str = "graph") -> Graph:
@@ -56,11 +85,13 @@ def graph_from_document(raw: Any, *, file: str | None = None, name_default: str 
             f"unsupported format version {version!r} (this commopt reads version {FORMAT_VERSION})",
             file=file, field="$.version",
         )
-    try:
-        doc = GraphDocument.model_validate(raw)
-    except ValidationError as exc:
-        raise _schema_error(exc, raw, file) from None
-    graph = graph_from_model(doc, file=file)
+    graph = _fast_graph(raw, file)
+    if graph is None:
+        try:
+            doc = GraphDocument.model_validate(raw)
+        except ValidationError as exc:
+            raise _schema_error(exc, raw, file) from None
+        graph = graph_from_model(doc, file=file)
     if "name" not in raw:
         graph.name = name_default
     graph.payload = raw
@@ -83,82 +114,230 @@ def _schema_error(exc: ValidationError, raw: dict[str, Any], file: str | None) -
 
 def graph_from_model(doc: GraphDocument, *, file: str | None = None) -> Graph:
     """Resolve names to indices and build the IR from a validated document."""
-    index_of: dict[str, int] = {}
-    for pos, nm in enumerate(doc.nodes):
-        if nm.name in index_of:
-            raise GraphError("duplicate node name", file=file, node=nm.name, field=f"$.nodes[{pos}].name")
-        index_of[nm.name] = pos
-    groups = {
-        g.name: ProcessGroup(
-            g.name, g.size, tuple(g.ranks) if g.ranks is not None else None, g.mesh_dim
-        )
-        for g in doc.process_groups
-    }
-    nodes: list[Node] = []
-    for pos, nm in enumerate(doc.nodes):
-        where = f"$.nodes[{pos}]"
+    return _build(doc.model_dump(mode="python"), file)
 
-        def resolve(name: str, field: str, _nm=nm, _where=where) -> int:
+
+# --------------------------------------------------------------------------- fast path
+# A 100,000-node file is mostly small, regular node objects. _fast_graph checks each one with
+# plain type tests that accept only what the pydantic models accept *unchanged* (no coercion);
+# anything else returns None and the document goes through pydantic, which words the error
+# (or coerces, as it always did). Both paths then build the graph with _build.
+_NODE_KEYS = frozenset(NodeModel.model_fields)
+_TENSOR_KEYS = frozenset(TensorModel.model_fields)
+_COLL_KEYS = frozenset(CollectiveModel.model_fields)
+_GROUP_KEYS = frozenset(ProcessGroupModel.model_fields)
+_DOC_KEYS = frozenset(GraphDocument.model_fields)
+_KINDS = frozenset(typing.get_args(NodeKindName))
+_COLL_TYPES = frozenset(typing.get_args(CollectiveTypeName))
+
+
+def _is_str_list(v: Any) -> bool:
+    return type(v) is list and all(type(x) is str for x in v)
+
+
+def _is_int_list(v: Any) -> bool:
+    return type(v) is list and all(type(x) is int for x in v)
+
+
+def _fast_tensor(t: Any) -> bool:
+    if type(t) is not dict or not t.keys() <= _TENSOR_KEYS:
+        return False
+    if type(t.get("dtype")) is not str or not _is_int_list(t.get("shape")):
+        return False
+    for k in ("max_shape", "logical_shape"):
+        v = t.get(k)
+        if v is not None and not _is_int_list(v):
+            return False
+    v = t.get("placements")
+    return v is None or _is_str_list(v)
+
+
+def _fast_collective(c: Any) -> bool:
+    if type(c) is not dict or not c.keys() <= _COLL_KEYS:
+        return False
+    if c.get("type") not in _COLL_TYPES or type(c.get("group")) is not str:
+        return False
+    r = c.get("reduce_op")
+    if r is not None and type(r) is not str:
+        return False
+    for k in ("in_bytes", "out_bytes"):
+        v = c.get(k, 0)
+        if type(v) is not int or v < 0:
+            return False
+    return all(type(c.get(k, False)) is bool for k in ("coalesced", "in_place"))
+
+
+def _fast_node(nd: Any) -> bool:
+    if type(nd) is not dict or not nd.keys() <= _NODE_KEYS:
+        return False
+    name = nd.get("name")
+    if type(name) is not str or not name or nd.get("kind") not in _KINDS or type(nd.get("op")) is not str:
+        return False
+    for k in ("inputs", "mutates"):
+        if k in nd and not _is_str_list(nd[k]):
+            return False
+    if type(nd.get("args", ())) not in (list, tuple) or type(nd.get("kwargs", {})) is not dict:
+        return False
+    if type(nd.get("attrs", {})) is not dict or type(nd.get("side_effect", False)) is not bool:
+        return False
+    outs = nd.get("outputs", ())
+    if type(outs) not in (list, tuple) or not all(_fast_tensor(t) for t in outs):
+        return False
+    for k in ("wait_of", "alias_of"):
+        v = nd.get(k)
+        if v is not None and type(v) is not str:
+            return False
+    d = nd.get("duration_us")
+    if d is not None and (type(d) not in (int, float) or not d >= 0):
+        return False
+    c = nd.get("collective")
+    return c is None or _fast_collective(c)
+
+
+def _fast_graph(raw: dict[str, Any], file: str | None) -> Graph | None:
+    """The graph, when every part of ``raw`` is exactly what the schema describes; else None."""
+    if not raw.keys() <= _DOC_KEYS or type(raw.get("nodes")) is not list:
+        return None
+    if type(raw.get("name", "")) is not str or type(raw.get("meta", {})) is not dict:
+        return None
+    ws = raw.get("world_size")
+    if ws is not None and (type(ws) is not int or ws < 1):
+        return None
+    mesh = raw.get("mesh")
+    if mesh is not None and (type(mesh) is not dict or not all(
+            type(k) is str and type(v) is int for k, v in mesh.items())):
+        return None
+    pgs = raw.get("process_groups", [])
+    if type(pgs) is not list:
+        return None
+    for g in pgs:
+        if type(g) is not dict or not g.keys() <= _GROUP_KEYS or type(g.get("name")) is not str:
+            return None
+        if type(g.get("size")) is not int or g["size"] < 1:
+            return None
+        if g.get("ranks") is not None and not _is_int_list(g["ranks"]):
+            return None
+        if g.get("mesh_dim") is not None and type(g["mesh_dim"]) is not str:
+            return None
+    for nd in raw["nodes"]:
+        if not _fast_node(nd):
+            return None
+    return _build(raw, file)
+
+
+def _decode_arg(value: Any, index_of: dict[str, int], refs: list[int], resolve) -> Any:
+    """:func:`commopt.ir.args.decode` for the common cases, collecting node refs on the way."""
+    t = type(value)
+    if t is dict:
+        if len(value) == 1 and "ref" in value and type(value["ref"]) is str:
+            i = index_of.get(value["ref"])
+            if i is None:
+                i = resolve(value["ref"])
+            refs.append(i)
+            return Ref(i)
+        out = argcodec.decode(value, resolve)
+        refs.extend(argcodec.iter_refs(out))
+        return out
+    if t is list:
+        return [_decode_arg(v, index_of, refs, resolve) for v in value]
+    return value
+
+
+def _build(raw: dict[str, Any], file: str | None) -> Graph:
+    """Resolve names to indices and build the IR from a document already known to be valid."""
+    raw_nodes = raw["nodes"]
+    index_of: dict[str, int] = {}
+    for pos, nd in enumerate(raw_nodes):
+        nm = nd["name"]
+        if nm in index_of:
+            raise GraphError("duplicate node name", file=file, node=nm, field=f"$.nodes[{pos}].name")
+        index_of[nm] = pos
+    groups = {
+        g["name"]: ProcessGroup(
+            g["name"], g["size"], tuple(g["ranks"]) if g.get("ranks") is not None else None,
+            g.get("mesh_dim"),
+        )
+        for g in raw.get("process_groups", ())
+    }
+    kinds = {k.label: k for k in NodeKind}
+    tensor_cache: dict[tuple, TensorMeta] = {}
+    nodes: list[Node] = []
+    for pos, nd in enumerate(raw_nodes):
+        name = nd["name"]
+
+        def resolve(ref: str, field: str = "args", _name=name, _pos=pos) -> int:
             try:
-                return index_of[name]
+                return index_of[ref]
             except KeyError:
                 raise GraphError(
-                    f"refers to unknown node {name!r}", file=file, node=_nm.name, field=f"{_where}.{field}"
+                    f"refers to unknown node {ref!r}", file=file, node=_name,
+                    field=f"$.nodes[{_pos}].{field}",
                 ) from None
 
+        refs: list[int] = []
         try:
-            args = tuple(argcodec.decode(a, lambda s: resolve(s, "args")) for a in nm.args)
-            kwargs = {k: argcodec.decode(v, lambda s: resolve(s, "kwargs")) for k, v in nm.kwargs.items()}
+            args = tuple(_decode_arg(a, index_of, refs, resolve) for a in nd.get("args", ()))
+            kw = nd.get("kwargs")
+            kwargs = ({k: _decode_arg(v, index_of, refs, lambda s: resolve(s, "kwargs"))
+                       for k, v in kw.items()} if kw else {})
         except argcodec.ArgError as exc:
-            raise GraphError(str(exc), file=file, node=nm.name, field=f"{where}.args") from None
-        inputs: list[int] = [resolve(s, "inputs") for s in nm.inputs]
-        for ref in (*argcodec.iter_refs(args), *argcodec.iter_refs(kwargs)):
-            inputs.append(ref)
+            raise GraphError(str(exc), file=file, node=name, field=f"$.nodes[{pos}].args") from None
+        ins = nd.get("inputs")
+        inputs = [resolve(s, "inputs") for s in ins] if ins else []
+        inputs.extend(refs)
+        outputs = []
+        for t in nd.get("outputs", ()):
+            key = (t["dtype"], tuple(t["shape"]), _opt_tuple(t.get("max_shape")),
+                   _opt_tuple(t.get("logical_shape")), _opt_tuple(t.get("placements")))
+            meta = tensor_cache.get(key)
+            if meta is None:
+                meta = tensor_cache[key] = TensorMeta(*key)
+            outputs.append(meta)
         coll = None
-        if nm.collective is not None:
-            c = nm.collective
+        c = nd.get("collective")
+        if c is not None:
             coll = CollectiveInfo(
-                c.type, c.group, c.reduce_op, c.in_bytes, c.out_bytes, c.coalesced, c.in_place
+                c["type"], c["group"], c.get("reduce_op"), c.get("in_bytes", 0), c.get("out_bytes", 0),
+                c.get("coalesced", False), c.get("in_place", False),
             )
+        wait_of = nd.get("wait_of")
+        alias_of = nd.get("alias_of")
+        mutates = nd.get("mutates")
+        d = nd.get("duration_us")
         nodes.append(
             Node(
                 index=pos,
-                name=nm.name,
-                kind=NodeKind.parse(nm.kind),
-                op=nm.op,
-                inputs=tuple(dict.fromkeys(inputs)),
-                outputs=tuple(
-                    TensorMeta(
-                        t.dtype,
-                        tuple(t.shape),
-                        tuple(t.max_shape) if t.max_shape is not None else None,
-                        tuple(t.logical_shape) if t.logical_shape is not None else None,
-                        tuple(t.placements) if t.placements is not None else None,
-                    )
-                    for t in nm.outputs
-                ),
+                name=name,
+                kind=kinds[nd["kind"]],
+                op=nd["op"],
+                inputs=tuple(dict.fromkeys(inputs)) if len(inputs) > 1 else tuple(inputs),
+                outputs=tuple(outputs),
                 args=args,
                 kwargs=kwargs,
                 collective=coll,
-                wait_of=resolve(nm.wait_of, "wait_of") if nm.wait_of is not None else None,
-                alias_of=resolve(nm.alias_of, "alias_of") if nm.alias_of is not None else None,
-                mutates=tuple(resolve(s, "mutates") for s in nm.mutates),
-                side_effect=nm.side_effect,
-                duration_us=nm.duration_us,
-                attrs=dict(nm.attrs),
+                wait_of=resolve(wait_of, "wait_of") if wait_of is not None else None,
+                alias_of=resolve(alias_of, "alias_of") if alias_of is not None else None,
+                mutates=tuple(resolve(s, "mutates") for s in mutates) if mutates else (),
+                side_effect=nd.get("side_effect", False),
+                duration_us=float(d) if d is not None else None,
+                attrs=dict(nd["attrs"]) if nd.get("attrs") else {},
             )
         )
     _check_kinds(nodes, file)
     return Graph.build(
         nodes,
         groups,
-        name=doc.name,
+        name=raw.get("name", "graph"),
         source_format="json",
         source_path=file,
-        world_size=doc.world_size,
-        mesh=doc.mesh,
-        meta=dict(doc.meta),
+        world_size=raw.get("world_size"),
+        mesh=raw.get("mesh"),
+        meta=dict(raw.get("meta") or {}),
     )
+
+
+def _opt_tuple(v: Any) -> tuple | None:
+    return tuple(v) if v is not None else None
 
 
 def _check_kinds(nodes: list[Node], file: str | None) -> None:

@@ -9,7 +9,13 @@ import pytest
 
 from commopt.errors import OptionError
 from commopt.io import load_graph
-from commopt.io.groups import mesh_slice, mesh_slices, parse_mesh, record_process_groups, sidecar_path
+from commopt.io.groups import (
+    mesh_slice,
+    mesh_slices,
+    parse_mesh,
+    record_process_groups,
+    sidecar_path,
+)
 
 WS8 = Path(__file__).resolve().parents[2] / "sample_graphs" / "ws8"
 
