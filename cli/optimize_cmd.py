@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+
 from commopt.cli.app import App
 from commopt.cli.options import emit_json, format_option, graph_argument, group_options, pass_app
 
@@ -13,7 +14,7 @@ from commopt.cli.options import emit_json, format_option, graph_argument, group_
               type=click.Path(file_okay=False, path_type=str),
               help="Directory for the reordered graph and summary.json (created if needed).")
 @click.option("--passes", default=None, metavar="A,B,C",
-              help="Pass pipeline (see `commopt passes`); default sink-waits,raise-comms,compute-overlap.")
+              help="Pass pipeline (see `commopt passes`); default compute-overlap,sink-waits,raise-comms.")
 @click.option("--max-memory-increase", type=float, default=None, metavar="F",
               help="Peak live memory may grow by this fraction of the original's peak [default: 0.1].")
 @click.option("--allow-cross-group-reorder/--keep-cross-group-order", default=None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+
 from commopt.cli.app import App
 from commopt.cli.options import (
     emit_json,
@@ -27,10 +28,9 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
 
     Nodes are matched by name; missing, extra and changed nodes are reported too.
     """
-    from commopt.schemas.verify import VerifyReport, ViolationModel
-
     from commopt.check import verify_reordered
     from commopt.errors import CheckFailed
+    from commopt.schemas.verify import VerifyReport, ViolationModel
 
     g0 = load_graph_for_cli(original, groups_file, mesh)
     g1 = _load_reordered(reordered, groups_file, mesh)
@@ -72,10 +72,9 @@ def _load_reordered(path: str, groups_file: str | None, mesh: str | None):
 @pass_app
 def passes_cmd(app: App, fmt: str) -> None:
     """List the registered passes (built-in and plug-ins) and the default pipeline."""
-    from commopt.schemas.verify import PassInfo, PassList
-
     from commopt.passes.base import DEFAULT_PIPELINE
     from commopt.passes.registry import get_registry
+    from commopt.schemas.verify import PassInfo, PassList
 
     reg = get_registry()
     broken = {b.name: b.error for b in reg.check_all()}

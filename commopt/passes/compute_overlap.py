@@ -13,6 +13,11 @@ stream per process group) and at every step picks the next node:
    collective can start while the current one runs), then the input order;
 5. only when nothing else is ready, the wait whose collective finishes first.
 
+Memory: the scheduler tracks live bytes (padded, the rules of :mod:`commopt.sim.memory`).
+When the next compute node would exceed the budget it takes a ready wait first (a wait
+releases its collective's inputs and unblocks the consumers that free storage) and
+otherwise follows the input order, which keeps the input's memory profile.
+
 Several collectives can be in flight at once, one stream per group. Priorities are tuples
 ending with the node's position in the input order, so the result is deterministic. Time is
 O((nodes + edges) log nodes): need-ranks come from one reverse sweep, not ancestor sets.
@@ -44,7 +49,7 @@ class ComputeOverlap(Pass):
     ``lookahead``: how many of the next unissued collectives get their dependencies
     scheduled first. The memory budget is enforced on the result with
     :func:`commopt.sim.peak_memory`; when a schedule exceeds it, the scheduler retries with
-    a tighter internal budget, and finally keeps the input order.
+    an internal budget lowered by the overshoot, and finally keeps the input order.
     """
 
     name: ClassVar[str] = "compute-overlap"
@@ -81,14 +86,23 @@ class ComputeOverlap(Pass):
 
     def _fitting(self, graph: Graph, order: Sequence[int], ctx: PassContext, lookahead: int,
                  model) -> tuple[list[int], float, float] | None:
-        """A schedule within the memory budget, tightening the internal budget if needed."""
+        """A schedule within the memory budget.
+
+        The scheduler's own peak uses the simulator's memory rules (padded), so when a
+        schedule overshoots, the internal budget is lowered by the overshoot and it is
+        scheduled again (a few rounds); the result is confirmed with
+        :func:`commopt.sim.peak_memory`.
+        """
         budget = ctx.memory_budget_bytes
-        for share in (1.0, 0.9, 0.75, 0.5):
-            internal = None if budget is None else int(budget * share)
-            found = _schedule(graph, order, ctx, internal, lookahead, model)
-            if within_budget(graph, found[0], budget):
-                return found
-            if budget is None:
+        internal = budget
+        for _ in range(8):
+            cand, makespan_us, exposed_us, peak = _schedule(graph, order, ctx, internal, lookahead, model)
+            if budget is None or peak <= budget:
+                if within_budget(graph, cand, budget):
+                    return cand, makespan_us, exposed_us
+                return None
+            internal -= (peak - budget) + budget // 100
+            if internal <= 0:
                 break
         return None
 
@@ -130,9 +144,9 @@ def _memory_model(graph: Graph) -> tuple[list[int], list[int], list[int], list[l
 
 
 def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int | None,
-              lookahead: int, model) -> tuple[list[int], float, float]:
-    """One list schedule: the order, and its makespan and exposed communication on the
-    scheduler's clock (the simulator's model)."""
+              lookahead: int, model) -> tuple[list[int], float, float, int]:
+    """One list schedule: the order, its makespan and exposed communication on the
+    scheduler's clock (the simulator's model) and its padded peak memory."""
     nodes = graph.nodes
     n = len(nodes)
     dur = ctx.durations_us
@@ -173,6 +187,7 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
     uses = list(uses0)
     exposed = 0.0
     live = sum(alloc[i] for i in range(n) if kind[i] is K_IN)
+    peak = live
 
     out: list[int] = []
     views: list[tuple[int, int]] = []
@@ -206,7 +221,9 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
             heapq.heappush(comp_pos, (p, i))
 
     def finish(i: int) -> None:
-        nonlocal live
+        nonlocal live, peak
+        if live > peak:
+            peak = live
         done[i] = 1
         out.append(i)
         for r in releases[i]:
@@ -224,16 +241,38 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
             if indeg[b] == 0:
                 push(b)
 
-    def next_compute() -> int:
+    def next_compute(pressure: bool) -> int:
         while comp_need and done[comp_need[0][2]]:
             heapq.heappop(comp_need)
         while comp_pos and done[comp_pos[0][1]]:
             heapq.heappop(comp_pos)
         if not comp_pos:
             return -1
-        if lookahead > 0 and comp_need[0][0] < next_seq + lookahead:
+        if not pressure and lookahead > 0 and comp_need[0][0] < next_seq + lookahead:
             return comp_need[0][2]
         return comp_pos[0][1]
+
+    def issue(c: int) -> None:
+        nonlocal live, next_seq
+        heapq.heappop(colls_q)
+        group = nodes[c].collective.group
+        start = max(t, stream_free.get(group, 0.0))
+        coll_end[c] = start + dur[c]
+        stream_free[group] = coll_end[c]
+        live += alloc[c]
+        issued[seq[c]] = 1
+        while next_seq < len(colls) and issued[next_seq]:
+            next_seq += 1
+        finish(c)
+
+    def stall_on_wait() -> None:
+        nonlocal t, exposed
+        end, _, i = heapq.heappop(waits_q)
+        if end > t:
+            exposed += end - t
+            t = end
+        t += dur[i]
+        finish(i)
 
     for i in order:
         if indeg[i] == 0:
@@ -246,28 +285,29 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
             finish(i)
             continue
         if waits_q and waits_q[0][0] <= t:
-            _, _, i = heapq.heappop(waits_q)
-            t += dur[i]
-            finish(i)
+            stall_on_wait()  # already finished: no stall
             continue
-        nc = next_compute()
+        nc = next_compute(False)
+        if budget is not None and nc >= 0 and live + alloc[nc] > budget:
+            # memory is short: waits first (they release storage), then the input order
+            if waits_q:
+                stall_on_wait()
+                continue
+            nc = next_compute(True)
+            if colls_q and colls_q[0][0] < pos[nc]:
+                issue(colls_q[0][1])
+                continue
+            live += alloc[nc]
+            t += dur[nc]
+            finish(nc)
+            continue
         if colls_q:
-            _, c = colls_q[0]
-            group = nodes[c].collective.group
-            free_at = stream_free.get(group, 0.0)
+            c = colls_q[0][1]
+            free_at = stream_free.get(nodes[c].collective.group, 0.0)
             horizon = t + (dur[nc] if nc >= 0 else 0.0)
             fits = budget is None or live + alloc[c] <= budget
-            stuck = nc < 0 and not waits_q
-            if stuck or (fits and free_at <= horizon) or (fits and nc < 0):
-                heapq.heappop(colls_q)
-                start = max(t, free_at)
-                coll_end[c] = start + dur[c]
-                stream_free[group] = coll_end[c]
-                live += alloc[c]
-                issued[seq[c]] = 1
-                while next_seq < len(colls) and issued[next_seq]:
-                    next_seq += 1
-                finish(c)
+            if (nc < 0 and not waits_q) or (fits and (free_at <= horizon or nc < 0)):
+                issue(c)
                 continue
         if nc >= 0:
             live += alloc[nc]
@@ -275,16 +315,11 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
             finish(nc)
             continue
         if waits_q:
-            end, _, i = heapq.heappop(waits_q)
-            if end > t:
-                exposed += end - t
-                t = end
-            t += dur[i]
-            finish(i)
+            stall_on_wait()
             continue
         if output_node >= 0 and len(out) == n - 1:
             finish(output_node)
             continue
         raise AssertionError("compute-overlap: no node is ready; the graph has a cycle")
     makespan = max([t, *stream_free.values()])
-    return out, makespan, exposed
+    return out, makespan, exposed, peak

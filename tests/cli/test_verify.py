@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from commopt.cli.main import main
-from commopt.schemas.verify import PassList, VerifyReport
 
+from commopt.cli.main import main
 from commopt.io.json_graph import graph_to_document, save_json_graph
+from commopt.schemas.verify import PassList, VerifyReport
 from commopt.synth import fsdp_tp_stack
 
 
@@ -78,5 +78,5 @@ def test_passes_lists_builtins_and_default_pipeline(capsys):
     payload = PassList.model_validate_json(capsys.readouterr().out)
     names = [p.name for p in payload.passes]
     assert {"sink-waits", "raise-comms", "compute-overlap"} <= set(names)
-    assert payload.default_pipeline == ["sink-waits", "raise-comms", "compute-overlap"]
+    assert payload.default_pipeline == ["compute-overlap", "sink-waits", "raise-comms"]
     assert all(p.broken is None for p in payload.passes if p.source == "builtin")

@@ -15,6 +15,7 @@ from tests.strategies import graph_and_durations
 
 PIPELINES = [[name] for name in sorted(BUILTIN)] + [
     ["sink-waits", "raise-comms", "compute-overlap"],
+    ["compute-overlap", "sink-waits", "raise-comms"],
     ["compute-overlap", "sink-waits"],
     ["raise-comms", "sink-waits"],
 ]
