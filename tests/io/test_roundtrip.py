@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,12 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_graphs"
 PT2 = sorted(SAMPLES.glob("ws*/*.pt2"))
 JSON = sorted(SAMPLES.glob("ws*/*.json"))
 IDS = lambda p: f"{p.parent.name}/{p.name}"  # noqa: E731
+
+
+@functools.cache
+def _loaded(path: Path):
+    """Each sample loaded once per session (graphs are never mutated)."""
+    return load_graph(path)
 
 
 def _summary(graph):
@@ -37,7 +44,7 @@ def test_every_sample_is_committed_in_both_sets():
 
 @pytest.mark.parametrize("path", PT2, ids=IDS)
 def test_pt2_roundtrip_keeps_the_graph(path, tmp_path):
-    graph = load_graph(path)
+    graph = _loaded(path)
     assert graph.source_format == "pt2"
     assert any(n.kind is NodeKind.COLLECTIVE for n in graph.nodes)
     assert all(g.ranks is not None for g in graph.groups.values())
@@ -51,7 +58,7 @@ def test_pt2_roundtrip_keeps_the_graph(path, tmp_path):
 
 @pytest.mark.parametrize("path", PT2, ids=IDS)
 def test_pt2_written_in_a_new_order_follows_it(path, tmp_path):
-    graph = load_graph(path)
+    graph = _loaded(path)
     order = late_first_order(graph)
     assert order != graph.original_order
     out = tmp_path / path.name
@@ -88,11 +95,37 @@ def test_json_written_in_a_new_order_follows_it(path, tmp_path):
 @pytest.mark.parametrize("path", PT2, ids=IDS)
 def test_committed_json_is_the_conversion_of_the_pt2(path, tmp_path):
     out = tmp_path / f"{path.stem}.json"
-    save_json_graph(load_graph(path), out)
+    from_pt2 = _loaded(path)
+    save_json_graph(from_pt2, out)
     assert out.read_bytes() == path.with_suffix(".json").read_bytes()
     from_json = load_graph(path.with_suffix(".json"))
-    from_pt2 = load_graph(path)
     assert [(n.name, n.kind, n.collective) for n in from_json.nodes] == [
         (n.name, n.kind, n.collective) for n in from_pt2.nodes
     ]
     assert from_json.groups == from_pt2.groups
+
+
+def test_a_json_graph_cannot_be_written_as_pt2(tmp_path):
+    from commopt.errors import OptionError
+
+    graph = load_graph(SAMPLES / "ws2" / "tp.json")
+    with pytest.raises(OptionError, match="write it as .json"):
+        save_graph(graph, tmp_path / "tp.pt2")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_load_graph_accepts_an_exported_program_in_memory():
+    import torch
+
+    ep = torch.export.load(str(SAMPLES / "ws2" / "moe.pt2"))
+    graph = load_graph(ep, mesh="ep=2")
+    assert graph.payload is ep and graph.source_format == "pt2"
+    assert graph.groups["0"].ranks == (0, 1)
+    assert [n.name for n in graph.nodes] == [n.name for n in _loaded(SAMPLES / "ws2" / "moe.pt2").nodes]
+
+
+def test_load_graph_rejects_other_objects():
+    from commopt.errors import OptionError
+
+    with pytest.raises(OptionError, match="cannot load a dict"):
+        load_graph({"nodes": []})
