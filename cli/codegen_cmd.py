@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+
 from commopt.cli.app import App
 from commopt.cli.options import (
     emit_json,
@@ -18,12 +19,12 @@ from commopt.cli.options import (
 
 def load_plan(path: str):
     """Read and validate a buffer plan file (``commopt plan`` output); user errors are one line."""
-    from commopt.schemas.buffer_plan import BufferPlan
     from pydantic import ValidationError
 
     from commopt.errors import OptionError
     from commopt.io import check_input_path
     from commopt.io.json_graph import read_json_file
+    from commopt.schemas.buffer_plan import BufferPlan
 
     raw = read_json_file(check_input_path(path))
     try:
@@ -53,10 +54,9 @@ def codegen_cmd(app: App, graph: str, plan_file: str | None, no_plan: bool, outp
     The graph's node order is the order the script runs (give it the graph `commopt optimize`
     wrote); --verify in the script compares with fresh, unplanned buffers.
     """
-    from commopt.schemas.codegen import CodegenResult
-
     from commopt.codegen import runner_filename, write_runner
     from commopt.errors import OptionError
+    from commopt.schemas.codegen import CodegenResult
 
     if plan_file is not None and no_plan:
         raise OptionError("--plan and --no-plan exclude each other", field="--plan")

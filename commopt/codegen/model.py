@@ -50,6 +50,7 @@ class InputSpec:
     dtype: str
     shapes: tuple[tuple[int, ...], ...]
     role: str
+    key: str | None = None  # state-dict key (a .pt2 parameter's or buffer's target)
 
 
 @dataclass(frozen=True)
@@ -199,8 +200,10 @@ def _input_specs(graph: Graph, value_var: list[str]) -> list[InputSpec]:
         meta = node.outputs[0]
         _check_tensor(graph, node, meta)
         shapes = _shapes_per_rank(graph, meta, world)
+        target = node.attrs.get("target")
         specs.append(InputSpec(value_var[node.index], node.name, meta.dtype, shapes,
-                               str(node.attrs.get("role", "user_input"))))
+                               str(node.attrs.get("role", "user_input")),
+                               target if isinstance(target, str) and target != node.name else None))
     return specs
 
 
@@ -478,6 +481,15 @@ class _Lowering:
         var = self.value_var[node.index]
         if node.op in _GETITEM_OPS and len(node.args) == 2 and isinstance(node.args[0], Ref):
             return [f"{var} = {self.expr(node, node.args[0])}[{self.expr(node, node.args[1])}]"]
+        if not self.runnable(node) and node.kind is NodeKind.VIEW and node.alias_of is not None \
+                and len(node.outputs) == 1:
+            source = self.graph.nodes[node.alias_of]
+            meta = node.outputs[0]
+            _check_tensor(self.graph, node, meta)
+            if source.outputs and source.outputs[0].numel == meta.numel:
+                shape = list(meta.max_shape or meta.shape)
+                return [f"{var} = {self.value_var[node.alias_of]}.reshape({shape!r})"
+                        "  # view without a call: same storage, its shape"]
         if not self.runnable(node):
             ev = self.emulated_for(node)
             return [f"emulate({literal(float(node.duration_us or 0.0))})  # emulated: no runnable op",

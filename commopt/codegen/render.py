@@ -79,7 +79,8 @@ def _graph_data(model: RunnerModel, backend: str | None) -> str:
     groups = [(g.var, g.name, g.size,
                [list(s) for s in g.rank_sets] if g.rank_sets is not None else None)
               for g in model.groups]
-    inputs = [(i.var, i.name, i.dtype, [list(s) for s in i.shapes], i.role) for i in model.inputs]
+    inputs = [(i.var, i.name, i.dtype, [list(s) for s in i.shapes], i.role, i.key)
+              for i in model.inputs]
     buffers = [(b.var, b.group_var, b.offset_bytes, b.dtype, list(b.shape)) for b in model.buffers]
     emulated = [(e.var, e.duration_us, [(dt, list(sh)) for dt, sh in e.outputs], e.fill)
                 for e in model.emulated]
@@ -93,7 +94,7 @@ def _graph_data(model: RunnerModel, backend: str | None) -> str:
         "# for the whole world). A group defined along a mesh dimension lists every rank set of that\n"
         "# dimension; each rank keeps the one it belongs to.",
         _table("GROUPS", groups),
-        "# Graph inputs: (variable, name, dtype, local shape per rank, role).",
+        "# Graph inputs: (variable, name, dtype, local shape per rank, role, state-dict key or None).",
         _table("INPUTS", inputs),
         "# One arena per process group: (group variable, bytes).",
         _table("ARENAS", list(model.arenas)),

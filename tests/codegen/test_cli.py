@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from commopt.cli.main import main
-from commopt.schemas.codegen import CodegenResult
 
+from commopt.cli.main import main
 from commopt.io.json_graph import save_json_graph
+from commopt.schemas.codegen import CodegenResult
 from tests.codegen.conftest import tiny_graph
 
 

@@ -193,3 +193,16 @@ def test_write_runner_is_atomic_and_executable(tmp_path: Path) -> None:
     assert target.stat().st_mode & 0o111
     assert model.graph_name == "tiny"
     assert [p.name for p in target.parent.iterdir()] == ["run_tiny.py"]
+
+
+def test_view_without_a_call_reshapes_its_source_and_unknown_ops_are_emulated() -> None:
+    b = GraphBuilder(name="labels", world_size=1)
+    x = b.input("x", (4, 8))
+    y = b.compute("y", "matmul", [x], (4, 8), duration_us=3.0, args=[])
+    v = b.view("v", y, (32,), op="flatten", args=[])
+    b.output([v])
+    g = b.build()
+    model = build_model(g, g.original_order)
+    body = "\n".join(model.optimized)
+    assert "n_2_v = n_1_y.reshape([32])" in body
+    assert "emulate(3.0)" in body and [e.var for e in model.emulated] == ["e_1_y"]

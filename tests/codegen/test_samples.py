@@ -2,8 +2,8 @@
 
 One torchrun launch per sample (2 ranks; 4 for the 2-D mesh). Inside it a small wrapper first
 runs the archive eagerly with the test harness (``tests.distributed``) on the archive's own
-inputs, saves those inputs by placeholder name, then calls the runner's ``main()`` with
-``--inputs`` so both see the same values.
+inputs, saves those inputs (parameters by state-dict key, user inputs by name), then calls the
+runner's ``main()`` with ``--inputs`` so both see the same values.
 """
 
 from __future__ import annotations
@@ -40,8 +40,10 @@ dist.init_process_group("gloo")
 archive = {archive!r}
 ep = torch.export.load(archive)
 mapping = recreate_groups(read_groups_record(archive))
-names = [n.name for n in ep.graph.nodes if n.op == "placeholder"]
-torch.save(dict(zip(names, flat_inputs(ep))), f"in{{rank}}.pt")
+# parameters and buffers by state-dict key, user inputs by placeholder name
+specs = ep.graph_signature.input_specs
+keys = [spec.target if spec.target else spec.arg.name for spec in specs]
+torch.save(dict(zip(keys, flat_inputs(ep))), f"in{{rank}}.pt")
 torch.save(run_exported(ep, mapping), f"eager{{rank}}.pt")
 runner = runpy.run_path({runner!r}, run_name="runner")
 code = runner["main"](["--verify", "--iters", "2", "--warmup", "1", "--inputs", "in{{rank}}.pt",

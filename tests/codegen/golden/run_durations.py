@@ -37,9 +37,9 @@ DEFAULT_BACKEND = None
 GROUPS = [
     ('g_0_dp', 'dp', 2, [[0, 1]]),
 ]
-# Graph inputs: (variable, name, dtype, local shape per rank, role).
+# Graph inputs: (variable, name, dtype, local shape per rank, role, state-dict key or None).
 INPUTS = [
-    ('n_0_grad', 'grad', 'bfloat16', [[8, 4]], 'user_input'),
+    ('n_0_grad', 'grad', 'bfloat16', [[8, 4]], 'user_input', None),
 ]
 # One arena per process group: (group variable, bytes).
 ARENAS = [
@@ -106,14 +106,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=3, help="untimed iterations first (default 3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--inputs", metavar="FILE.pt",
-                   help="a torch.save'd dict name -> tensor used instead of random inputs; "
-                        "'{rank}' in the path is replaced by the rank (one file per rank)")
+                   help="a torch.save'd dict input name (or state-dict key) -> tensor used "
+                        "instead of random inputs; '{rank}' in the path is replaced by the rank "
+                        "(one file per rank)")
     p.add_argument("--backend", choices=["nccl", "gloo"],
                    help="process-group backend (default: nccl with CUDA, else gloo)")
     p.add_argument("--buffers", choices=["auto", "registered", "symmetric", "plain"],
                    default="auto", help="how arenas are allocated on CUDA (default auto)")
     p.add_argument("--verify", action="store_true",
                    help="also run the original order and require identical outputs")
+    p.add_argument("--compare", action="store_true",
+                   help="also time the original order on fresh tensors and report the speed-up")
     p.add_argument("--profile", metavar="DIR", help="write a torch.profiler trace per rank")
     p.add_argument("--out", metavar="RESULTS.json", help="write timings (rank 0)")
     p.add_argument("--cuda-graph", action="store_true",
@@ -295,17 +298,19 @@ def make_inputs(rt, args) -> dict:
         if not isinstance(loaded, dict):
             raise RunnerError(f"{path}: expected a dict name -> tensor")
         values = {}
-        for _var, name, dtype, _shapes, _role in INPUTS:
-            value = loaded.get(name)
+        for _var, name, dtype, shapes, _role, key in INPUTS:
+            value = loaded.get(name, loaded.get(key) if key is not None else None)
             if not isinstance(value, torch.Tensor):
-                raise RunnerError(f"{path}: no tensor for input {name!r}")
-            if value.dtype != DTYPES[dtype]:
-                raise RunnerError(f"{path}: input {name!r} is {value.dtype}, the graph says {dtype}")
+                raise RunnerError(f"{path}: no tensor for input {name!r}"
+                                  + (f" (or {key!r})" if key is not None else ""))
+            if value.dtype != DTYPES[dtype] or value.dim() != len(shapes[0]):
+                raise RunnerError(f"{path}: input {name!r} is {value.dtype} of shape "
+                                  f"{list(value.shape)}, the graph says {dtype} {shapes[0]}")
             values[name] = value.to(rt.device)
         return values
     gen = torch.Generator(device="cpu").manual_seed(args.seed * 1_000_003 + rt.rank)
     values = {}
-    for _var, name, dtype, shapes, _role in INPUTS:
+    for _var, name, dtype, shapes, _role, _key in INPUTS:
         shape = shapes[rt.rank] if len(shapes) > 1 else shapes[0]
         dt = DTYPES[dtype]
         if dt.is_floating_point or dt.is_complex:
@@ -421,33 +426,42 @@ def verify(rt, inputs, args) -> None:
     log(rt, f"verify: {len(got)} output(s) identical to the original order on every rank")
 
 
-def time_iterations(rt, inputs, args) -> list[float]:
-    """Warm up, then time each iteration (CUDA events on GPU, perf_counter on CPU)."""
-    step = lambda: run_optimized(rt, inputs)  # noqa: E731
+def time_iterations(rt, inputs, args) -> tuple[list[float], list[float] | None]:
+    """Warm up, then time each iteration (CUDA events on GPU, perf_counter on CPU).
+
+    With --compare the original order is timed too, alternating iteration by iteration so
+    both see the same machine load. Returns (optimized, original or None) times in us.
+    """
+    steps = [lambda: run_optimized(rt, inputs)]
+    if args.compare:
+        steps.append(lambda: run_original(rt, inputs))
     for _ in range(args.warmup):
-        step()
+        for step in steps:
+            step()
     if args.cuda_graph:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            step()
-        step = graph.replay
-    times_us = []
+            steps[0]()
+        steps[0] = graph.replay
+    times_us: list[list[float]] = [[] for _ in steps]
     if rt.device.type == "cuda":
         torch.cuda.synchronize()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(args.iters)]
-        for start, end in events:
-            start.record()
-            step()
-            end.record()
+        events = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                   for _ in range(args.iters)] for _ in steps]
+        for k in range(args.iters):
+            for step, pairs in zip(steps, events, strict=True):
+                pairs[k][0].record()
+                step()
+                pairs[k][1].record()
         torch.cuda.synchronize()
-        times_us = [start.elapsed_time(end) * 1000.0 for start, end in events]
+        times_us = [[start.elapsed_time(end) * 1000.0 for start, end in pairs] for pairs in events]
     else:
         for _ in range(args.iters):
-            t0 = time.perf_counter()
-            step()
-            times_us.append((time.perf_counter() - t0) * 1e6)
-    return times_us
+            for step, out in zip(steps, times_us, strict=True):
+                t0 = time.perf_counter()
+                step()
+                out.append((time.perf_counter() - t0) * 1e6)
+    return times_us[0], (times_us[1] if args.compare else None)
 
 
 def profile_iterations(rt, inputs, args) -> None:
@@ -467,21 +481,30 @@ def profile_iterations(rt, inputs, args) -> None:
     log(rt, f"profiler traces written to {args.profile}")
 
 
-def write_results(rt, times_us: list[float], args) -> None:
+def write_results(rt, times_us: list[float], original_us: list[float] | None, args) -> None:
     """Gather every rank's timings; rank 0 prints the median and writes --out."""
     mine = {"rank": rt.rank, "times_us": times_us,
             "median_us": statistics.median(times_us) if times_us else None}
+    if original_us is not None:
+        mine["original_times_us"] = original_us
+        mine["original_median_us"] = statistics.median(original_us) if original_us else None
     every = [None] * rt.world
     dist.all_gather_object(every, mine)
     medians = [r["median_us"] for r in every if r["median_us"] is not None]
     slowest = max(medians) if medians else None
+    originals = [r["original_median_us"] for r in every if r.get("original_median_us")]
+    original = max(originals) if originals else None
     if slowest is not None:
         log(rt, f"{args.iters} iterations: median {slowest:.1f} us per step (slowest rank)")
+    if original is not None and slowest:
+        log(rt, f"original order: median {original:.1f} us per step, "
+                f"speed-up {original / slowest:.3f}x")
     if args.out and rt.rank == 0:
         result = {"graph": GRAPH_NAME, "world_size": rt.world, "backend": rt.backend,
                   "device": rt.device.type, "buffer_mode": rt.buffer_mode,
                   "cuda_graph": bool(args.cuda_graph), "iters": args.iters,
-                  "warmup": args.warmup, "median_us": slowest,
+                  "warmup": args.warmup, "median_us": slowest, "original_median_us": original,
+                  "speedup": original / slowest if original and slowest else None,
                   "copies_per_iter": COPIES_PER_ITER, "zero_copy_per_iter": ZERO_COPY_PER_ITER,
                   "ranks": every}
         tmp = f"{args.out}.tmp{os.getpid()}"
@@ -516,7 +539,7 @@ def main(argv=None) -> int:
             torch.save([o.cpu() if isinstance(o, torch.Tensor) else o for o in outputs],
                        args.dump_outputs.replace("{rank}", str(rt.rank)))
         if args.iters > 0:
-            write_results(rt, time_iterations(rt, inputs, args), args)
+            write_results(rt, *time_iterations(rt, inputs, args), args)
         if args.profile:
             profile_iterations(rt, inputs, args)
         dist.barrier()
