@@ -110,6 +110,13 @@ def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel
     optimized = lowering.body(order, slots)
     copies, zero_copy = lowering.copies, lowering.zero_copy
     original = lowering.body(graph.original_order, None)
+    used = set(re.findall(r"\bviews\.(\w+)", "\n".join(optimized)))
+    unused = [b for b in buffers if b.var not in used]
+    if unused:
+        # all_reduce/broadcast run in place on one buffer: a separate input buffer stays idle
+        notes.append(f"{len(unused)} planned buffer(s) not used by this runner: "
+                     + ", ".join(b.var for b in unused[:8]) + (" ..." if len(unused) > 8 else ""))
+        buffers = [b for b in buffers if b.var in used]
     return RunnerModel(
         graph_name=graph.name,
         source=graph.source_path or "",

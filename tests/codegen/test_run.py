@@ -42,9 +42,12 @@ def test_tiny_runner_verifies_and_matches_a_hand_computed_reference(tmp_path: Pa
         torch.save(values, tmp_path / f"in{r}.pt")
     proc = torchrun(script, 2, "--verify", "--iters", "3", "--warmup", "1",
                     "--inputs", "in{rank}.pt", "--dump-outputs", "out{rank}.pt",
-                    "--out", "results.json", cwd=tmp_path)
+                    "--out", "results.json", "--profile", "prof", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "verify: 2 output(s) identical" in proc.stderr
+    for r in range(2):
+        trace = json.loads((tmp_path / "prof" / f"trace_rank{r}.json").read_text())
+        assert any("aten::mm" in str(e.get("name")) for e in trace["traceEvents"])
     assert "1 copies remain per iteration, 1 producers write in place" in proc.stderr
     want = _reference_tiny(inputs)
     for r in range(2):

@@ -10,6 +10,7 @@ collectives asynchronously on their buffers, waits where the graph has them.
 Identifiers below come from the graph file, sanitized; strings are repr()-quoted.
 """
 # graph: tiny
+# note: 1 planned buffer(s) not used by this runner: b_0_ar_input0
 
 from __future__ import annotations
 
@@ -48,7 +49,6 @@ ARENAS = [
 ]
 # Communication buffers: (variable, group variable, byte offset, dtype, shape).
 BUFFERS = [
-    ('b_0_ar_input0', 'g_0_0', 512, 'float32', [4, 8]),
     ('b_1_ar_output0', 'g_0_0', 1024, 'float32', [4, 8]),
     ('b_2_ag_input0', 'g_0_0', 0, 'float32', [4, 8]),
     ('b_3_ag_output0', 'g_0_0', 1536, 'float32', [8, 8]),
