@@ -566,8 +566,10 @@ class _Lowering:
             if info.type == "all_reduce":
                 call = f"dist.all_reduce({buf_out}, {op_kw}group={group}, async_op=True)"
             elif info.type == "broadcast":
+                # the functional op's src is the root's rank within the group
                 src_rank = self.expr(node, node.args[1]) if len(node.args) > 1 else "0"
-                call = f"dist.broadcast({buf_out}, src={src_rank}, group={group}, async_op=True)"
+                call = (f"dist.broadcast({buf_out}, group_src={src_rank}, group={group}, "
+                        "async_op=True)")
             elif info.type == "all_gather":
                 call = f"ALL_GATHER({buf_out}, {buf_in}, group={group}, async_op=True)"
             elif info.type == "reduce_scatter":

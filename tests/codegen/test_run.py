@@ -120,3 +120,45 @@ def test_duration_only_json_graph_emulates_and_reduces(tmp_path: Path) -> None:
     results = json.loads((tmp_path / "results.json").read_text())
     # a step busy-waits at least the two emulated durations (40 + 25 us)
     assert min(min(r["times_us"]) for r in results["ranks"]) >= 65.0
+
+
+def _collective_kinds_graph():
+    """broadcast from group rank 1, all_to_all with splits, a coalesced all_gather, barrier."""
+    from commopt.ir.builder import GraphBuilder
+    from commopt.ir.graph import Ref
+
+    b = GraphBuilder(name="kinds", world_size=2)
+    b.group("0", ranks=[0, 1])
+    x = b.input("x", (4,))
+    y = b.input("y", (2, 3))
+    bc = b.collective("bc", "broadcast", "0", x)
+    b.nodes[bc].args = (Ref(x), 1, "0")
+    a2a = b.collective("a2a", "all_to_all", "0", x)
+    b.nodes[a2a].args = (Ref(x), [2, 2], [2, 2], "0")
+    ag = b.collective("ag", "all_gather", "0", [x, y])
+    bar = b.collective("bar", "barrier", "0", x)
+    bc_w, a2a_w, ag_w = b.wait("bc_w", bc), b.wait("a2a_w", a2a), b.wait("ag_w", ag)
+    b.wait("bar_w", bar)
+    g0 = b.compute("g0", "getitem", [ag_w], (8,), args=[Ref(ag_w), 0])
+    g1 = b.compute("g1", "getitem", [ag_w], (4, 3), args=[Ref(ag_w), 1])
+    b.output([bc_w, a2a_w, g0, g1])
+    return b.build()
+
+
+def test_broadcast_all_to_all_coalesced_all_gather_and_barrier(tmp_path: Path) -> None:
+    g = _collective_kinds_graph()
+    script = tmp_path / "run_kinds.py"
+    write_runner(g, script, g.original_order, plan_buffers(g, g.original_order))
+    xs = [torch.arange(4.0) + 10 * r for r in range(2)]
+    ys = [torch.arange(6.0).reshape(2, 3) - 10 * r for r in range(2)]
+    for r in range(2):
+        torch.save({"x": xs[r], "y": ys[r]}, tmp_path / f"in{r}.pt")
+    proc = torchrun(script, 2, "--verify", "--iters", "1", "--warmup", "0",
+                    "--inputs", "in{rank}.pt", "--dump-outputs", "out{rank}.pt", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for r in range(2):
+        bc, a2a, gathered_x, gathered_y = torch.load(tmp_path / f"out{r}.pt")
+        assert torch.equal(bc, xs[1])
+        assert torch.equal(a2a, torch.cat([xs[0][2 * r:2 * r + 2], xs[1][2 * r:2 * r + 2]]))
+        assert torch.equal(gathered_x, torch.cat(xs))
+        assert torch.equal(gathered_y, torch.cat(ys))

@@ -164,6 +164,7 @@ def create_groups(rt) -> None:
     """Create the graph's process groups, every rank in the same order, and keep this rank's."""
     rt.groups = SimpleNamespace()
     rt.group_sizes = {}
+    renamed = []
     world_ranks = list(range(rt.world))
     for var, name, size, rank_sets in GROUPS:
         if rank_sets is None:
@@ -185,6 +186,10 @@ def create_groups(rt) -> None:
             raise RunnerError(f"group {name!r} has {mine.size()} ranks here, the graph says {size}")
         setattr(rt.groups, var, mine)
         rt.group_sizes[var] = size
+        renamed.append(f"{name!r} -> {mine.group_name!r}")
+    # Collectives get the group objects, so c10d names need not match the graph's; rank 0's
+    # usually do when the groups were made in the same order as at export.
+    log(rt, f"process groups (graph name -> this rank's c10d name): {', '.join(renamed)}")
 
 
 def check_plan_digest(rt) -> None:
@@ -396,8 +401,14 @@ def fresh_inputs(inputs: dict) -> dict:
 
 
 def snapshot(values) -> list:
-    """Outputs copied out of the arenas (the next iteration overwrites them)."""
-    return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
+    """Outputs, nested lists flattened, copied out of the arenas (the next step overwrites them)."""
+    flat = []
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            flat.extend(snapshot(v))
+        else:
+            flat.append(v.detach().clone() if isinstance(v, torch.Tensor) else v)
+    return flat
 
 
 def same_outputs(a: list, b: list) -> list[int]:
