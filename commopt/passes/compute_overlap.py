@@ -86,25 +86,47 @@ class ComputeOverlap(Pass):
 
     def _fitting(self, graph: Graph, order: Sequence[int], ctx: PassContext, lookahead: int,
                  model) -> tuple[list[int], float, float] | None:
-        """A schedule within the memory budget.
+        """The best schedule found within the memory budget (None: none fits).
 
-        The scheduler's own peak uses the simulator's memory rules (padded), so when a
-        schedule overshoots, the internal budget is lowered by the overshoot and it is
-        scheduled again (a few rounds); the result is confirmed with
-        :func:`commopt.sim.peak_memory`.
+        The scheduler's own peak follows the simulator's memory rules (padded), so when a
+        schedule overshoots, the internal budget is lowered by the overshoot (up to six
+        rounds). Greedy issue decisions make the peak non-monotonic in the internal budget,
+        so after that it bisects between 0 (the scheduler then follows the input order's
+        memory profile, which fits) and the lowest failing budget, keeping the fastest
+        schedule that fits. The result is confirmed with :func:`commopt.sim.peak_memory`.
         """
         budget = ctx.memory_budget_bytes
-        internal = budget
-        for _ in range(8):
+        best: tuple[tuple[float, float], list[int]] | None = None
+
+        def attempt(internal: int | None) -> int:
+            nonlocal best
             cand, makespan_us, exposed_us, peak = _schedule(graph, order, ctx, internal, lookahead, model)
             if budget is None or peak <= budget:
-                if within_budget(graph, cand, budget):
-                    return cand, makespan_us, exposed_us
-                return None
+                key = (makespan_us, exposed_us)
+                if best is None or key < best[0]:
+                    best = (key, cand)
+            return peak
+
+        internal = budget
+        for _ in range(6):
+            peak = attempt(internal)
+            if budget is None or peak <= budget:
+                break
             internal -= (peak - budget) + budget // 100
             if internal <= 0:
                 break
-        return None
+        if best is None and budget is not None:
+            lo, hi = 0, max(0, min(internal, budget))
+            attempt(lo)
+            for _ in range(3):
+                mid = (lo + hi) // 2
+                if attempt(mid) <= budget:
+                    lo = mid
+                else:
+                    hi = mid
+        if best is None or not within_budget(graph, best[1], budget):
+            return None
+        return best[1], best[0][0], best[0][1]
 
 
 def _memory_model(graph: Graph) -> tuple[list[int], list[int], list[int], list[list[int]]]:
