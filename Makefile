@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml setup.py
 install: $(STAMP)
 
 demo: install
-	$(BIN)/commopt inspect $(DEMO_GRAPH)
+	$(BIN)/commopt optimize $(DEMO_GRAPH) -o $(DEMO_OUT)
+	@echo "outputs in $(DEMO_OUT)/: open report.html in a browser, or trace.json in https://ui.perfetto.dev"
 
 test: install browser-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests

@@ -58,8 +58,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
     if cfg.get("max_memory_increase") is not None:
         kwargs["max_memory_increase"] = cfg.get("max_memory_increase")
     result = optimize(
-        graph, passes=cfg.get("passes"), estimator=est.estimator, hardware=est.hardware,
-        gpus_per_node=est.gpus_per_node, profile=est.profile, table=est.table,
+        graph, passes=cfg.get("passes"), estimator=est,
         allow_cross_group_reorder=bool(cfg.get("allow_cross_group_reorder", False)),
         groups=groups_file, mesh=mesh, timings=False, **kwargs,
     )

@@ -14,9 +14,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commopt.errors import OptionError
+from commopt.estimators.options import EstimatorOptions
+from commopt.progress import SILENT, Progress
 from commopt.ir.graph import Graph
 from commopt.passes.base import DEFAULT_MAX_MEMORY_INCREASE, PassContext
 from commopt.passes.manager import PassManager, PipelineResult
@@ -28,6 +30,11 @@ from commopt.schemas.summary import (
     Summary,
     Timings,
 )
+
+if TYPE_CHECKING:
+    from commopt.outputs import Artifacts
+    from commopt.schemas.buffer_plan import BufferPlan
+    from commopt.schemas.report import OverlapReport
 
 SUMMARY_FILE = "summary.json"
 
@@ -48,31 +55,41 @@ class OptimizeResult:
     pipeline: PipelineResult
     summary: Summary
     written: list[Path] = field(default_factory=list)
+    artifacts: Artifacts | None = None
+
+    @property
+    def plan(self) -> BufferPlan | None:
+        """The buffer plan on the new order (built on first use)."""
+        return self._artifacts().plan
+
+    @property
+    def report(self) -> OverlapReport | None:
+        """The before/after overlap report (built on first use)."""
+        return self._artifacts().report
+
+    def _artifacts(self) -> Artifacts:
+        if self.artifacts is None:
+            from commopt.outputs import build_artifacts
+
+            self.artifacts = build_artifacts(self)
+        return self.artifacts
 
     @property
     def has_collectives(self) -> bool:
         """Whether the graph had anything to overlap."""
         return self.summary.collectives > 0
 
-    def write(self, output_dir: str | os.PathLike[str]) -> list[Path]:
-        """Write the reordered graph (the input's format) and ``summary.json`` into
-        ``output_dir``; returns the paths written. Each file is written atomically."""
-        from commopt.io import atomic, save_graph
+    def write(self, output_dir: str | os.PathLike[str], *, align: int | None = None,
+              comm_buffers: str | None = None, progress: Progress = SILENT) -> list[Path]:
+        """Write the full output set into ``output_dir`` (see :mod:`commopt.outputs`):
+        the reordered graph (the input's format), ``buffer_plan.json``, the runner script,
+        ``report.html``, ``trace.json`` and ``summary.json``; returns the paths written."""
+        from commopt.outputs import build_artifacts, write_outputs
 
-        out = Path(output_dir)
-        if out.exists() and not out.is_dir():
-            raise OptionError("exists and is not a directory", file=str(out), field="--output")
-        target = out / self.summary.output
-        src = self.graph.source_path
-        if src is not None and Path(src).resolve() == target.resolve():
-            raise OptionError("would overwrite the input graph; choose another output directory",
-                              file=str(target), field="--output")
-        out.mkdir(parents=True, exist_ok=True)
-        graph_path = save_graph(self.graph, target, self.order)
-        summary_path = out / SUMMARY_FILE
-        atomic.write_text(summary_path, self.summary.model_dump_json(indent=2) + "\n")
-        self.written = [graph_path, summary_path]
-        return self.written
+        if self.artifacts is None:
+            self.artifacts = build_artifacts(self, align=align, comm_buffers=comm_buffers,
+                                             progress=progress)
+        return write_outputs(self, output_dir, self.artifacts, progress=progress)
 
 
 def optimize(
@@ -81,16 +98,15 @@ def optimize(
     passes: str | Sequence[str] | None = None,
     max_memory_increase: float = DEFAULT_MAX_MEMORY_INCREASE,
     allow_cross_group_reorder: bool = False,
-    estimator: str = "analytical",
-    hardware: str | None = None,
-    gpus_per_node: int | None = None,
-    profile: str | None = None,
-    table: str | None = None,
+    estimator: str | EstimatorOptions = "analytical",
     durations_us: Sequence[float] | None = None,
     groups: str | os.PathLike[str] | None = None,
     mesh: str | None = None,
     output_dir: str | os.PathLike[str] | None = None,
+    align: int | None = None,
+    comm_buffers: str | None = None,
     timings: bool = True,
+    progress: Progress = SILENT,
 ) -> OptimizeResult:
     """Reorder ``graph`` so communication overlaps with compute, within a memory budget.
 
@@ -98,11 +114,13 @@ def optimize(
     :func:`commopt.io.load_graph`; ``groups``/``mesh`` name process-group ranks).
     ``passes``: ``"a,b,c"`` or a list (default :data:`commopt.passes.DEFAULT_PIPELINE`).
     ``max_memory_increase``: peak live memory may grow by at most this fraction of the
-    original order's peak. Durations come from the estimator chain ``estimator`` (with
-    ``hardware``, ``gpus_per_node``, ``profile``, ``table``) unless ``durations_us`` gives
-    them. A graph without collectives keeps its order. With ``output_dir`` the reordered
-    graph and ``summary.json`` are written there. ``timings=False`` leaves wall times out of
-    the summary so re-runs are byte-identical.
+    original order's peak. Durations come from ``estimator`` — a spec such as
+    ``"profile,analytical"`` or an :class:`~commopt.estimators.EstimatorOptions` (hardware,
+    GPUs per node, profile and table files) — unless ``durations_us`` gives them. A graph
+    without collectives keeps its order. With ``output_dir`` the full output set is written
+    there (:meth:`OptimizeResult.write`; ``align`` and ``comm_buffers`` shape the buffer
+    plan). ``timings=False`` leaves wall times out of the summary so re-runs are
+    byte-identical. ``progress`` hears about each stage (load, estimate, each pass, ...).
     """
     from commopt.io import graph_suffix, load_graph
     from commopt.passes.base import check_max_memory_increase
@@ -114,7 +132,8 @@ def optimize(
     pipeline_passes = [registry.create(n) for n in names]
 
     t0 = time.perf_counter()
-    g = load_graph(graph, groups=groups, mesh=mesh)
+    with progress.stage("load"):
+        g = load_graph(graph, groups=groups, mesh=mesh)
     t_load = time.perf_counter() - t0
 
     t1 = time.perf_counter()
@@ -124,16 +143,16 @@ def optimize(
         if len(durs) != len(g):
             raise OptionError(f"{len(durs)} durations for a graph of {len(g)} nodes", field="durations_us")
         estimator_name = "given"
+        hardware_name = None
     else:
         from commopt.estimators import EstimatorOptions, resolve
 
-        options = EstimatorOptions.from_mapping({
-            "estimator": estimator, "hardware": hardware, "gpus_per_node": gpus_per_node,
-            "profile": profile, "table": table,
-        })
-        chain = resolve(options=options)
-        durs = chain.durations(g)
+        options = estimator if isinstance(estimator, EstimatorOptions) else EstimatorOptions(estimator=estimator)
+        with progress.stage("estimate"):
+            chain = resolve(options=options)
+            durs = chain.durations(g)
         estimator_name = chain.name
+        hardware_name = options.hardware
         notes.extend(chain.notes)
     t_est = time.perf_counter() - t1
 
@@ -142,7 +161,8 @@ def optimize(
                                 allow_cross_group_reorder=allow_cross_group_reorder)
     colls = g.collectives()
     if colls:
-        pipeline = PassManager(pipeline_passes).run(g, g.original_order, ctx)
+        with progress.stage("passes " + ",".join(names)):
+            pipeline = PassManager(pipeline_passes).run(g, g.original_order, ctx)
     else:
         from commopt.sim import simulate
 
@@ -164,7 +184,7 @@ def optimize(
         collectives_by_group=[CollectiveCount(group=gr, type=ty, count=n)
                               for (gr, ty), n in sorted(counts.items())],
         estimator=estimator_name,
-        hardware=(hardware or "h100") if durations_us is None else None,
+        hardware=hardware_name,
         max_memory_increase=max_memory_increase,
         memory_budget_bytes=ctx.memory_budget_bytes,
         allow_cross_group_reorder=allow_cross_group_reorder,
@@ -184,7 +204,7 @@ def optimize(
     )
     result = OptimizeResult(g, list(pipeline.order), durs, estimator_name, pipeline, summary)
     if output_dir is not None:
-        result.write(output_dir)
+        result.write(output_dir, align=align, comm_buffers=comm_buffers, progress=progress)
     return result
 
 

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from commopt.schemas.buffer_plan import PlanComparison
+
 
 class SimNumbers(BaseModel):
     """Simulated numbers of one order."""
@@ -76,6 +78,10 @@ class Summary(BaseModel):
     after: SimNumbers
     lower_bound_us: float = Field(description="max(total compute, busiest comm stream, critical path)")
     makespan_over_lower_bound: float = Field(description="after.makespan_us / lower_bound_us")
+    buffer_plan: PlanComparison | None = Field(
+        None, description="communication-buffer arena totals on the new order vs the original")
+    outputs: list[str] = Field(
+        default_factory=list, description="files written beside summary.json, in writing order")
     notes: list[str] = Field(default_factory=list)
     optimizer_seconds: float | None = Field(
         description="wall time of estimation and passes (null with --no-timings)")

@@ -50,11 +50,15 @@ def test_cross_group_reorder_is_at_least_as_good():
     assert free <= kept
 
 
-def test_write_puts_graph_and_summary_in_the_directory(tmp_path: Path):
+def test_write_puts_the_full_output_set_in_the_directory_summary_last(tmp_path: Path):
     g = fsdp_tp_stack(2, dp=2, tp=1, hidden=64, tokens=32, name="small")
     result = commopt.optimize(g, durations_us=_durations(g), output_dir=tmp_path / "o")
-    assert [p.name for p in result.written] == ["small.json", "summary.json"]
+    names = [p.name for p in result.written]
+    assert names == ["small.json", "buffer_plan.json", "run_small.py", "report.html",
+                     "trace.json", "summary.json"]
+    assert result.summary.outputs == names
     assert commopt.load_graph(result.written[0]).name == "small"
+    assert result.summary.buffer_plan.arena_bytes == result.plan.totals.arena_bytes
 
 
 def test_wrong_number_of_durations_is_an_option_error():
