@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
-from commopt.progress import SILENT, Progress
 from commopt.ir.graph import Graph
 from commopt.passes.base import DEFAULT_MAX_MEMORY_INCREASE, PassContext
 from commopt.passes.manager import PassManager, PipelineResult
+from commopt.progress import SILENT, Progress
 from commopt.schemas.summary import (
     CollectiveCount,
     PassSummary,
