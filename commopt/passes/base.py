@@ -57,13 +57,13 @@ class PassContext:
         from commopt.sim import simulate
 
         key = (id(graph), tuple(order))
-        hit = self._sims.get(key)
+        hit = self._sims.get(key)  # values hold the graph, so its id is not reused meanwhile
         if hit is None:
-            hit = simulate(graph, key[1], self.durations_us)
+            hit = (graph, simulate(graph, key[1], self.durations_us))
             if len(self._sims) >= 4:
                 del self._sims[next(iter(self._sims))]
             self._sims[key] = hit
-        return hit
+        return hit[1]
 
     @classmethod
     def for_graph(
