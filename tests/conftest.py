@@ -17,13 +17,13 @@ settings.register_profile("dev", deadline=None, max_examples=60)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The repository root."""
     return REPO
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def samples_dir() -> Path:
     """The committed sample graphs."""
     return SAMPLES
