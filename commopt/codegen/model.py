@@ -254,6 +254,18 @@ def _check_tensor(graph: Graph, node: Node, meta: TensorMeta) -> None:
 class _Slot:
     var: str
     zero_copy: bool
+    group_var: str = ""
+    offset_bytes: int = 0
+    size_bytes: int = 0
+    first: int = 0
+    last: int = 0
+
+    def clashes(self, other: _Slot, start: int, end: int) -> bool:
+        """Whether ``other`` shares bytes with this slot and is live within [start, end]."""
+        return (other.group_var == self.group_var
+                and other.offset_bytes < self.offset_bytes + self.size_bytes
+                and self.offset_bytes < other.offset_bytes + other.size_bytes
+                and other.first <= end and start <= other.last)
 
 
 def _plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str, str]):
@@ -289,7 +301,9 @@ def _plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str,
             var = identifier("b", len(buffers), f"{buf.node}_{buf.role}{buf.tensor_index}")
             del k
             buffers.append(BufferSpec(var, gv, int(buf.offset_bytes), buf.dtype, shape))
-            slots[(coll, buf.role, int(buf.tensor_index))] = _Slot(var, bool(buf.zero_copy))
+            slots[(coll, buf.role, int(buf.tensor_index))] = _Slot(
+                var, bool(buf.zero_copy), gv, int(buf.offset_bytes), max(int(buf.size_bytes), nbytes),
+                int(buf.first), int(buf.last))
     return arenas, buffers, slots, str(plan.digest)
 
 
@@ -414,7 +428,10 @@ class _Lowering:
         graph = self.graph
         self.copies = self.zero_copy = 0
         last_use = self._last_use(order)
-        self.targets = self._zero_copy_targets(slots) if slots is not None else {}
+        if slots is not None:
+            self.targets = self._zero_copy_targets(slots, {i: p for p, i in enumerate(order)})
+        else:
+            self.targets = {}
         lines: list[str] = []
         waited: set[int] = set()
         returned = "[]"
@@ -462,9 +479,17 @@ class _Lowering:
                 out.setdefault(pos, []).append(j)
         return out
 
-    def _zero_copy_targets(self, slots: dict) -> dict[int, str]:
-        """Producer index -> buffer variable it writes into via its out= overload."""
+    def _zero_copy_targets(self, slots: dict, pos: dict[int, int]) -> dict[int, str]:
+        """Producer index -> buffer variable it writes into via its out= overload.
+
+        all_reduce and broadcast run in place on their output buffer; their producer may
+        write there directly when no other buffer uses those bytes between the producer
+        and the collective's issue (the output buffer's lifetime starts at the issue).
+        """
         targets: dict[int, str] = {}
+        by_group: dict[str, list[_Slot]] = {}
+        for slot in slots.values():
+            by_group.setdefault(slot.group_var, []).append(slot)
         for (coll, role, k), slot in sorted(slots.items()):
             if not slot.zero_copy or role not in ("input", "inout"):
                 continue
@@ -473,9 +498,14 @@ class _Lowering:
             if k >= len(sources):
                 continue
             producer = self.graph.nodes[sources[k]]
-            if (role == "input" and node.collective.type in ("all_reduce", "broadcast")
-                    and (coll, "output", k) in slots):
-                continue
+            out = slots.get((coll, "output", k))
+            if role == "input" and node.collective.type in ("all_reduce", "broadcast") \
+                    and out is not None:
+                start, end = pos[producer.index], pos[coll] - 1
+                if any(other is not out and out.clashes(other, start, end)
+                       for other in by_group[out.group_var]):
+                    continue
+                slot = out
             if (role == "inout" or node.collective.type in ("all_reduce", "broadcast")) \
                     and list(self.graph.users(producer.index)) != [coll]:
                 continue  # the collective overwrites the value other nodes still read

@@ -315,11 +315,13 @@ def make_inputs(rt, args) -> dict:
         return values
     gen = torch.Generator(device="cpu").manual_seed(args.seed * 1_000_003 + rt.rank)
     values = {}
-    for _var, name, dtype, shapes, _role, _key in INPUTS:
+    for _var, name, dtype, shapes, role, _key in INPUTS:
         shape = shapes[rt.rank] if len(shapes) > 1 else shapes[0]
         dt = DTYPES[dtype]
         if dt.is_floating_point or dt.is_complex:
-            value = torch.randn(shape, generator=gen, dtype=torch.float32).to(dt)
+            # parameters at a typical init scale, so deep graphs stay finite
+            scale = 0.02 if role == "parameter" else 1.0
+            value = (torch.randn(shape, generator=gen, dtype=torch.float32) * scale).to(dt)
         elif dt == torch.bool:
             value = torch.rand(shape, generator=gen) < 0.5
         else:
@@ -411,13 +413,20 @@ def snapshot(values) -> list:
     return flat
 
 
+def identical(a, b) -> bool:
+    """Whether two outputs are the same: tensors bit for bit (NaN where the other has NaN)."""
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor) and a == b
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+    return torch.equal(a, b)
+
+
 def same_outputs(a: list, b: list) -> list[int]:
-    """Positions where two output lists differ (tensors bit for bit)."""
-    bad = [i for i in range(min(len(a), len(b)))
-           if (isinstance(a[i], torch.Tensor) and not (
-               isinstance(b[i], torch.Tensor) and a[i].shape == b[i].shape
-               and a[i].dtype == b[i].dtype and torch.equal(a[i], b[i])))
-           or (not isinstance(a[i], torch.Tensor) and a[i] != b[i])]
+    """Positions where two output lists differ."""
+    bad = [i for i in range(min(len(a), len(b))) if not identical(a[i], b[i])]
     return bad + list(range(min(len(a), len(b)), max(len(a), len(b))))
 
 

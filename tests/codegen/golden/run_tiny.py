@@ -56,6 +56,7 @@ BUFFERS = [
 # Every operation the graph runs for real, resolved once at start-up: variable -> overload.
 OPS = {
     'aten_mm_out': 'aten.mm.out',
+    'aten_relu_out': 'aten.relu.out',
     'aten_relu_default': 'aten.relu.default',
     'aten_add_Tensor': 'aten.add.Tensor',
     'aten_mm_default': 'aten.mm.default',
@@ -67,8 +68,8 @@ EMULATED = [
 ]
 # Per iteration of the optimized order: tensors copied into buffers, and producers writing
 # straight into them (zero-copy).
-COPIES_PER_ITER = 1
-ZERO_COPY_PER_ITER = 1
+COPIES_PER_ITER = 0
+ZERO_COPY_PER_ITER = 2
 
 # ====================================================================== runtime
 DTYPES = {
@@ -322,11 +323,13 @@ def make_inputs(rt, args) -> dict:
         return values
     gen = torch.Generator(device="cpu").manual_seed(args.seed * 1_000_003 + rt.rank)
     values = {}
-    for _var, name, dtype, shapes, _role, _key in INPUTS:
+    for _var, name, dtype, shapes, role, _key in INPUTS:
         shape = shapes[rt.rank] if len(shapes) > 1 else shapes[0]
         dt = DTYPES[dtype]
         if dt.is_floating_point or dt.is_complex:
-            value = torch.randn(shape, generator=gen, dtype=torch.float32).to(dt)
+            # parameters at a typical init scale, so deep graphs stay finite
+            scale = 0.02 if role == "parameter" else 1.0
+            value = (torch.randn(shape, generator=gen, dtype=torch.float32) * scale).to(dt)
         elif dt == torch.bool:
             value = torch.rand(shape, generator=gen) < 0.5
         else:
@@ -356,12 +359,11 @@ def run_optimized(rt, inputs):
     n_2_y = ops.aten_mm_out(n_0_x, n_1_w, out=views.b_2_ag_input0)  # zero-copy: writes into its comm buffer
     del n_1_w
     # r: aten.relu.default
-    n_3_r = ops.aten_relu_default(n_2_y)
+    n_3_r = ops.aten_relu_out(n_2_y, out=views.b_1_ar_output0)  # zero-copy: writes into its comm buffer
     # z: aten.relu.default
     n_6_z = ops.aten_relu_default(n_0_x)
     del n_0_x
     # ar: all_reduce over group 0 (2 ranks)
-    views.b_1_ar_output0.copy_(n_3_r)  # copy in
     works[4] = [dist.all_reduce(views.b_1_ar_output0, op=dist.ReduceOp.SUM, group=groups.g_0_0, async_op=True)]
     n_4_ar = views.b_1_ar_output0
     del n_3_r
@@ -456,13 +458,20 @@ def snapshot(values) -> list:
     return flat
 
 
+def identical(a, b) -> bool:
+    """Whether two outputs are the same: tensors bit for bit (NaN where the other has NaN)."""
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor) and a == b
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+    return torch.equal(a, b)
+
+
 def same_outputs(a: list, b: list) -> list[int]:
-    """Positions where two output lists differ (tensors bit for bit)."""
-    bad = [i for i in range(min(len(a), len(b)))
-           if (isinstance(a[i], torch.Tensor) and not (
-               isinstance(b[i], torch.Tensor) and a[i].shape == b[i].shape
-               and a[i].dtype == b[i].dtype and torch.equal(a[i], b[i])))
-           or (not isinstance(a[i], torch.Tensor) and a[i] != b[i])]
+    """Positions where two output lists differ."""
+    bad = [i for i in range(min(len(a), len(b))) if not identical(a[i], b[i])]
     return bad + list(range(min(len(a), len(b)), max(len(a), len(b))))
 
 
