@@ -91,7 +91,7 @@ class AnalyticalEstimator:
         self.gpus_per_node = gpus_per_node
         self.notes: list[str] = []
         self._compute_cache: dict[Any, float] = {}
-        self._hosts_cache: dict[str, tuple[int, int]] = {}
+        self._hosts_cache: dict[tuple[Any, ...], tuple[int, int]] = {}
         self._flop_formulas: dict[str, Any] | None = None
         self._flop_failed: set[str] = set()
 
@@ -111,10 +111,11 @@ class AnalyticalEstimator:
     # ---------------------------------------------------------------- collectives
     def group_layout(self, graph: Graph, group: str) -> tuple[int, int]:
         """(ranks, hosts) of ``group``; unknown ranks assume the fewest hosts (noted once)."""
-        cached = self._hosts_cache.get(group)
+        pg = graph.groups.get(group)
+        key = (group, pg, graph.world_size)  # one estimator may serve several graphs
+        cached = self._hosts_cache.get(key)
         if cached is not None:
             return cached
-        pg = graph.groups.get(group)
         if pg is None:
             n = graph.world_size or 1
             self._note(f"group {group!r} is not declared; assuming {n} rank(s) (the world size)")
@@ -131,7 +132,7 @@ class AnalyticalEstimator:
                     f"group {group!r} has no rank list; assuming its {n} ranks are packed {where} "
                     f"({self.gpus_per_node} GPUs per node)"
                 )
-        self._hosts_cache[group] = (n, hosts)
+        self._hosts_cache[key] = (n, hosts)
         return n, hosts
 
     def collective_us(self, node: Node, graph: Graph) -> float:

@@ -127,3 +127,16 @@ def test_hardware_file(tmp_path):
         load_hardware(str(neg))
     with pytest.raises(OptionError, match="no such hardware file"):
         load_hardware(str(tmp_path / "nope.json"))
+
+
+def test_one_estimator_serves_graphs_with_same_group_names_but_different_sizes():
+    from commopt.estimators.analytical import AnalyticalEstimator
+    from commopt.synth import fsdp_tp_stack
+
+    est = AnalyticalEstimator()
+    small = fsdp_tp_stack(1, dp=2, hidden=256, tokens=64)
+    big = fsdp_tp_stack(1, dp=8, hidden=256, tokens=64)
+    ag_small = est.estimate(small.node("ag0"), small)
+    ag_big = est.estimate(big.node("ag0"), big)
+    fresh_big = AnalyticalEstimator().estimate(big.node("ag0"), big)
+    assert ag_big == fresh_big and ag_big != ag_small
