@@ -405,6 +405,9 @@ class _Lowering:
         if var is None:
             for meta in node.outputs:
                 _check_tensor(self.graph, node, meta)
+            if not math.isfinite(node.duration_us or 0.0) or (node.duration_us or 0.0) < 0:
+                raise self.fail(node, f"duration_us must be finite and >= 0, got {node.duration_us!r}",
+                                "duration_us")
             var = identifier("e", node.index, node.name)
             fill = ((node.index % 7) + 1) / 8.0
             outs = tuple((m.dtype, tuple(m.max_shape or m.shape)) for m in node.outputs)

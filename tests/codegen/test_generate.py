@@ -223,3 +223,12 @@ def test_all_reduce_producer_copies_in_when_its_output_bytes_are_busy() -> None:
     body = "\n".join(model.optimized)
     assert re.search(r"views\.b_\d+_ar_output0\.copy_\(n_3_r\)", body)
     assert model.copies_per_iter == 1
+
+
+def test_infinite_emulated_duration_is_refused() -> None:
+    b = GraphBuilder(name="inf", world_size=1)
+    x = b.input("x", (2,))
+    y = b.compute("y", "kernel", [x], (2,), duration_us=float("inf"), args=[])
+    b.output([y])
+    with pytest.raises(GraphError, match="finite"):
+        generate_runner(b.build())

@@ -275,8 +275,11 @@ def make_emulated(rt) -> None:
     """Outputs of emulated nodes, allocated once, and the busy wait standing in for them."""
     rt.emulated = SimpleNamespace()
     for var, _duration_us, outputs, fill in EMULATED:
-        values = [torch.full(shape, fill, dtype=DTYPES[dtype], device=rt.device)
-                  for dtype, shape in outputs]
+        values = []
+        for dtype, shape in outputs:
+            dt = DTYPES[dtype]
+            value = fill if dt.is_floating_point or dt.is_complex else round(fill * 8)
+            values.append(torch.full(shape, value, dtype=dt, device=rt.device))
         setattr(rt.emulated, var, values[0] if len(values) == 1 else tuple(values) or None)
     if rt.device.type == "cuda":
         props = torch.cuda.get_device_properties(rt.device)
