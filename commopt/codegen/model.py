@@ -9,6 +9,7 @@ these values into the template.
 
 from __future__ import annotations
 
+import keyword
 import math
 import re
 from dataclasses import dataclass, field
@@ -285,11 +286,11 @@ def _plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str,
                               field="plan.groups")
         gv = group_var[arena.group]
         arenas.append((gv, int(arena.arena_bytes)))
-        for k, buf in enumerate(arena.buffers):
-            if buf.node not in graph.index_of:
-                raise OptionError(f"the plan has a buffer for unknown node {buf.node!r}",
-                                  field="plan.groups.buffers")
-            coll = graph.index_of[buf.node]
+        for buf in arena.buffers:
+            coll = graph.index_of.get(buf.node)
+            if coll is None or graph.nodes[coll].kind is not NodeKind.COLLECTIVE:
+                raise OptionError(f"the plan has a buffer for {buf.node!r}, not a collective "
+                                  "of this graph", field="plan.groups.buffers")
             if buf.dtype not in DTYPE_BYTES:
                 raise OptionError(f"buffer {buf.name!r} has unknown dtype {buf.dtype!r}",
                                   field="plan.groups.buffers")
@@ -299,7 +300,6 @@ def _plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str,
                 raise OptionError(f"buffer {buf.name!r} does not fit its arena at its offset",
                                   field="plan.groups.buffers")
             var = identifier("b", len(buffers), f"{buf.node}_{buf.role}{buf.tensor_index}")
-            del k
             buffers.append(BufferSpec(var, gv, int(buf.offset_bytes), buf.dtype, shape))
             slots[(coll, buf.role, int(buf.tensor_index))] = _Slot(
                 var, bool(buf.zero_copy), gv, int(buf.offset_bytes), max(int(buf.size_bytes), nbytes),
@@ -324,6 +324,7 @@ class _Lowering:
         self.value_var = value_var
         self.group_var = group_var
         self.ops = ops
+        self.op_vars = {op: var for var, op in ops.items()}
         self.emulated = emulated
         self.emulated_var: dict[int, str] = {}
         self.notes = notes
@@ -336,15 +337,17 @@ class _Lowering:
         return GraphError(message, file=self.graph.source_path, node=node.name, field=field)
 
     def op_var(self, op: str) -> str:
-        for var, known in self.ops.items():
-            if known == op:
-                return var
+        """The variable an op is resolved into at start-up (one per distinct op)."""
+        known = self.op_vars.get(op)
+        if known is not None:
+            return known
         var = clean(op) or "op"
         base, k = var, 2
         while var in self.ops:
             var = f"{base}_{k}"
             k += 1
         self.ops[var] = op
+        self.op_vars[op] = var
         return var
 
     def expr(self, node: Node, value: Any) -> str:
@@ -380,14 +383,18 @@ class _Lowering:
         raise self.fail(node, f"unknown {sym.kind} {sym.value!r}", "args")
 
     def call(self, node: Node, extra_kwargs: str = "") -> str:
+        """Arguments of a call: positional, then keywords (the device is always the runner's)."""
         parts = [self.expr(node, a) for a in node.args]
-        plain = {k: v for k, v in node.kwargs.items() if str(k).isidentifier() and k != "device"}
+
+        def plain(k: object) -> bool:
+            return isinstance(k, str) and k.isidentifier() and not keyword.iskeyword(k)
+
         for k, v in node.kwargs.items():
             if k == "device":
                 parts.append("device=device")
-            elif k in plain:
+            elif plain(k):
                 parts.append(f"{k}={self.expr(node, v)}")
-        odd = {k: v for k, v in node.kwargs.items() if not str(k).isidentifier()}
+        odd = {k: v for k, v in node.kwargs.items() if not plain(k)}
         if odd:
             parts.append("**" + self.expr(node, odd))
         if extra_kwargs:

@@ -232,3 +232,16 @@ def test_infinite_emulated_duration_is_refused() -> None:
     b.output([y])
     with pytest.raises(GraphError, match="finite"):
         generate_runner(b.build())
+
+
+def test_keyword_names_that_are_not_plain_identifiers_are_passed_as_a_dict(tmp_path: Path) -> None:
+    b = GraphBuilder(name="kw", world_size=1)
+    x = b.input("x", (2,))
+    b.compute("y", "aten.relu.default", [x], (2,),
+              kwargs={"from": 1, "a b": EVIL, "ok": "text"})
+    b.output([x])
+    source = generate_runner(b.build())
+    assert ruff_check(tmp_path, source) == ""
+    line = next(ln for ln in source.splitlines() if "aten_relu_default(" in ln and "ops." in ln)
+    assert line.strip() == (f"ops.aten_relu_default(n_0_x, ok='text', "
+                            f"**{{'from': 1, 'a b': {EVIL!r}}})")
