@@ -1,6 +1,9 @@
 """Generated runners started with torchrun on gloo: verify, outputs, digests, hostile names.
 
-Each test starts 2 ranks (slow: a few seconds of process start-up each).
+Process start-up dominates on 2 cores, so the runners of four small graphs share one 2-rank
+launch (a wrapper initializes the world and calls each runner's ``main(argv)``); each test
+then checks its own runner's files and log lines. The mismatched-plan test needs its own
+launch, and there each rank starts its runner as a script (``__main__``), as torchrun would.
 """
 
 from __future__ import annotations
@@ -13,120 +16,36 @@ import torch
 
 from commopt.buffers import plan_buffers
 from commopt.codegen import write_runner
+from commopt.ir.builder import GraphBuilder
+from commopt.ir.graph import Graph, Ref
 from tests.codegen.conftest import TINY_REORDERED, tiny_graph, torchrun
 from tests.codegen.hostile import NAMES, PWNED, hostile_graph
+from tests.codegen.test_golden import duration_only_graph
 
 pytestmark = pytest.mark.slow
 
+WRAPPER = '''\
+import json
+import os
+import runpy
+import sys
 
-def _reference_tiny(inputs: list[dict[str, torch.Tensor]]) -> list[list[torch.Tensor]]:
-    """tiny_graph's outputs computed by hand from both ranks' inputs.
+import torch.distributed as dist
 
-    The emulated node consumes the all_reduce and yields a constant; the all_reduce result
-    itself is checked by the hostile-graph test.
-    """
-    ys = [i["x"] @ i["w"] for i in inputs]
-    gathered = torch.cat(ys)
-    fill = ((9 % 7) + 1) / 8.0  # the emulated node 'emu' (index 9) yields this constant
-    return [[torch.full((4, 8), fill) + torch.relu(i["x"]), gathered] for i in inputs]
-
-
-def test_tiny_runner_verifies_and_matches_a_hand_computed_reference(tmp_path: Path) -> None:
-    g = tiny_graph()
-    script = tmp_path / "run_tiny.py"
-    write_runner(g, script, TINY_REORDERED, plan_buffers(g, TINY_REORDERED))
-    gen = torch.Generator().manual_seed(3)
-    inputs = [{"x": torch.randn(4, 8, generator=gen), "w": torch.randn(8, 8, generator=gen)}
-              for _ in range(2)]
-    for r, values in enumerate(inputs):
-        torch.save(values, tmp_path / f"in{r}.pt")
-    proc = torchrun(script, 2, "--verify", "--iters", "3", "--warmup", "1",
-                    "--inputs", "in{rank}.pt", "--dump-outputs", "out{rank}.pt",
-                    "--out", "results.json", "--profile", "prof", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "verify: 2 output(s) identical" in proc.stderr
-    for r in range(2):
-        trace = json.loads((tmp_path / "prof" / f"trace_rank{r}.json").read_text())
-        assert any("aten::mm" in str(e.get("name")) for e in trace["traceEvents"])
-    assert "0 copies remain per iteration, 2 producers write in place" in proc.stderr
-    want = _reference_tiny(inputs)
-    for r in range(2):
-        got = torch.load(tmp_path / f"out{r}.pt")
-        assert len(got) == 2
-        torch.testing.assert_close(got[0], want[r][0])
-        torch.testing.assert_close(got[1], want[r][1])
-    results = json.loads((tmp_path / "results.json").read_text())
-    assert results["backend"] == "gloo" and results["buffer_mode"] == "plain"
-    assert len(results["ranks"]) == 2 and len(results["ranks"][0]["times_us"]) == 3
-    assert results["median_us"] > 0
+rank = int(os.environ["RANK"])
+dist.init_process_group("gloo")
+codes = {{}}
+for name, argv in {runs!r}:
+    main = runpy.run_path(f"run_{{name}}.py", run_name="runner")["main"]
+    codes[name] = main(argv)
+dist.destroy_process_group()
+with open(f"codes{{rank}}.json", "w") as fh:
+    json.dump(codes, fh)
+'''
 
 
-def test_ranks_with_different_plans_stop_with_the_digest_error(tmp_path: Path) -> None:
-    g = tiny_graph()
-    write_runner(g, tmp_path / "run_a.py", TINY_REORDERED, plan_buffers(g, TINY_REORDERED))
-    write_runner(g, tmp_path / "run_b.py", TINY_REORDERED,
-                 plan_buffers(g, TINY_REORDERED, align=4096))
-    launcher = tmp_path / "launch.py"
-    launcher.write_text(
-        "import os, runpy\n"
-        "script = ['run_a.py', 'run_b.py'][int(os.environ['RANK'])]\n"
-        "runpy.run_path(script, run_name='__main__')\n", encoding="utf-8")
-    proc = torchrun(launcher, 2, cwd=tmp_path)
-    assert proc.returncode != 0
-    assert "buffer plan digest differs across ranks" in proc.stderr
-    assert "rank 0:" in proc.stderr and "rank 1:" in proc.stderr
-
-
-def test_hostile_graph_runs_the_same_computation_and_executes_nothing(tmp_path: Path) -> None:
-    g = hostile_graph()
-    script = tmp_path / "run_evil.py"
-    write_runner(g, script, g.original_order, plan_buffers(g, g.original_order))
-    gen = torch.Generator().manual_seed(5)
-    inputs = [{NAMES[0]: torch.randn(4, 8, generator=gen), NAMES[1]: torch.randn(8, 8, generator=gen)}
-              for _ in range(2)]
-    for r, values in enumerate(inputs):
-        torch.save(values, tmp_path / f"in{r}.pt")
-    proc = torchrun(script, 2, "--verify", "--iters", "1", "--warmup", "0",
-                    "--inputs", "in{rank}.pt", "--dump-outputs", "out{rank}.pt", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert not (tmp_path / PWNED).exists()
-    assert "verify: 2 output(s) identical" in proc.stderr
-    ys = [i[NAMES[0]] @ i[NAMES[1]] for i in inputs]
-    reduced = sum(torch.relu(y) for y in ys)
-    fill = ((6 % 7) + 1) / 8.0  # the emulated node (index 6) yields this constant
-    for r in range(2):
-        got = torch.load(tmp_path / f"out{r}.pt")
-        torch.testing.assert_close(got[0], torch.div(torch.full((4, 8), fill), ys[r],
-                                                     rounding_mode="trunc"))
-        torch.testing.assert_close(got[1], reduced)
-
-
-def test_duration_only_json_graph_emulates_and_reduces(tmp_path: Path) -> None:
-    from tests.codegen.test_golden import duration_only_graph
-
-    g = duration_only_graph()
-    script = tmp_path / "run_durations.py"
-    write_runner(g, script, g.original_order, plan_buffers(g, g.original_order))
-    proc = torchrun(script, 2, "--verify", "--iters", "3", "--warmup", "1",
-                    "--dump-outputs", "out{rank}.pt", "--out", "results.json", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "2 node(s) emulated by a timed busy wait" in proc.stderr
-    for r in range(2):
-        scattered, other = torch.load(tmp_path / f"out{r}.pt")
-        # 'bwd' (index 1) fills 0.25 on both ranks; the avg reduce_scatter keeps 0.25
-        assert scattered.dtype == torch.bfloat16 and scattered.shape == (4, 4)
-        assert torch.equal(scattered, torch.full((4, 4), 0.25, dtype=torch.bfloat16))
-        assert torch.equal(other, torch.full((8, 4), 0.5, dtype=torch.bfloat16))
-    results = json.loads((tmp_path / "results.json").read_text())
-    # a step busy-waits at least the two emulated durations (40 + 25 us)
-    assert min(min(r["times_us"]) for r in results["ranks"]) >= 65.0
-
-
-def _collective_kinds_graph():
+def collective_kinds_graph() -> Graph:
     """broadcast from group rank 1, all_to_all with splits, a coalesced all_gather, barrier."""
-    from commopt.ir.builder import GraphBuilder
-    from commopt.ir.graph import Ref
-
     b = GraphBuilder(name="kinds", world_size=2)
     b.group("0", ranks=[0, 1])
     x = b.input("x", (4,))
@@ -145,20 +64,122 @@ def _collective_kinds_graph():
     return b.build()
 
 
-def test_broadcast_all_to_all_coalesced_all_gather_and_barrier(tmp_path: Path) -> None:
-    g = _collective_kinds_graph()
-    script = tmp_path / "run_kinds.py"
-    write_runner(g, script, g.original_order, plan_buffers(g, g.original_order))
-    xs = [torch.arange(4.0) + 10 * r for r in range(2)]
-    ys = [torch.arange(6.0).reshape(2, 3) - 10 * r for r in range(2)]
+def _inputs(seed: int, shapes: dict[str, tuple[int, ...]]) -> list[dict[str, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(seed)
+    return [{k: torch.randn(s, generator=gen) for k, s in shapes.items()} for _ in range(2)]
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory: pytest.TempPathFactory):
+    """Run the tiny, hostile, durations and kinds runners in one 2-rank launch."""
+    tmp = tmp_path_factory.mktemp("runners")
+    tiny, evil, durations, kinds = tiny_graph(), hostile_graph(), duration_only_graph(), \
+        collective_kinds_graph()
+    write_runner(tiny, tmp / "run_tiny.py", TINY_REORDERED, plan_buffers(tiny, TINY_REORDERED))
+    for name, g in (("evil", evil), ("durations", durations), ("kinds", kinds)):
+        write_runner(g, tmp / f"run_{name}.py", g.original_order,
+                     plan_buffers(g, g.original_order))
+    inputs = {
+        "tiny": _inputs(3, {"x": (4, 8), "w": (8, 8)}),
+        "evil": _inputs(5, {NAMES[0]: (4, 8), NAMES[1]: (8, 8)}),
+        "kinds": [{"x": torch.arange(4.0) + 10 * r,
+                   "y": torch.arange(6.0).reshape(2, 3) - 10 * r} for r in range(2)],
+    }
+    for name, per_rank in inputs.items():
+        for r, values in enumerate(per_rank):
+            torch.save(values, tmp / f"{name}_in{r}.pt")
+    common = ["--verify", "--dump-outputs"]
+    runs = [
+        ("tiny", [*common, "tiny_out{rank}.pt", "--inputs", "tiny_in{rank}.pt", "--iters", "3",
+                  "--warmup", "1", "--out", "tiny.json", "--profile", "prof"]),
+        ("evil", [*common, "evil_out{rank}.pt", "--inputs", "evil_in{rank}.pt", "--iters", "1"]),
+        ("durations", [*common, "durations_out{rank}.pt", "--iters", "3", "--out",
+                       "durations.json"]),
+        ("kinds", [*common, "kinds_out{rank}.pt", "--inputs", "kinds_in{rank}.pt", "--iters", "1"]),
+    ]
+    (tmp / "wrapper.py").write_text(WRAPPER.format(runs=runs), encoding="utf-8")
+    proc = torchrun(tmp / "wrapper.py", 2, cwd=tmp)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    codes = [json.loads((tmp / f"codes{r}.json").read_text()) for r in range(2)]
+    return tmp, proc.stderr, codes, inputs
+
+
+def _outputs(tmp: Path, name: str) -> list[list]:
+    return [torch.load(tmp / f"{name}_out{r}.pt") for r in range(2)]
+
+
+def test_tiny_runner_verifies_and_matches_a_hand_computed_reference(launched) -> None:
+    tmp, log, codes, inputs = launched
+    assert [c["tiny"] for c in codes] == [0, 0]
+    assert "[tiny] verify: 2 output(s) identical" in log
+    assert "[tiny] buffers: 3 in 1 arena(s), 2048 bytes, mode plain; 0 copies remain per " \
+           "iteration, 2 producers write in place" in log
+    ys = [i["x"] @ i["w"] for i in inputs["tiny"]]
+    fill = ((9 % 7) + 1) / 8.0  # the emulated node 'emu' (index 9) yields this constant
+    for r, (s, gathered) in enumerate(_outputs(tmp, "tiny")):
+        # the emulated node consumes the all_reduce; the hostile test checks an all_reduce
+        torch.testing.assert_close(s, torch.full((4, 8), fill) + torch.relu(inputs["tiny"][r]["x"]))
+        torch.testing.assert_close(gathered, torch.cat(ys))
+    results = json.loads((tmp / "tiny.json").read_text())
+    assert results["backend"] == "gloo" and results["buffer_mode"] == "plain"
+    assert len(results["ranks"]) == 2 and len(results["ranks"][0]["times_us"]) == 3
+    assert results["median_us"] > 0
     for r in range(2):
-        torch.save({"x": xs[r], "y": ys[r]}, tmp_path / f"in{r}.pt")
-    proc = torchrun(script, 2, "--verify", "--iters", "1", "--warmup", "0",
-                    "--inputs", "in{rank}.pt", "--dump-outputs", "out{rank}.pt", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    for r in range(2):
-        bc, a2a, gathered_x, gathered_y = torch.load(tmp_path / f"out{r}.pt")
+        trace = json.loads((tmp / "prof" / f"trace_rank{r}.json").read_text())
+        assert any("aten::mm" in str(e.get("name")) for e in trace["traceEvents"])
+
+
+def test_hostile_graph_runs_the_same_computation_and_executes_nothing(launched) -> None:
+    tmp, log, codes, inputs = launched
+    assert [c["evil"] for c in codes] == [0, 0]
+    assert not (tmp / PWNED).exists()
+    ys = [i[NAMES[0]] @ i[NAMES[1]] for i in inputs["evil"]]
+    reduced = sum(torch.relu(y) for y in ys)
+    fill = ((6 % 7) + 1) / 8.0  # the emulated node (index 6) yields this constant
+    for r, (divided, all_reduced) in enumerate(_outputs(tmp, "evil")):
+        torch.testing.assert_close(divided, torch.div(torch.full((4, 8), fill), ys[r],
+                                                      rounding_mode="trunc"))
+        torch.testing.assert_close(all_reduced, reduced)
+
+
+def test_duration_only_json_graph_emulates_and_reduces(launched) -> None:
+    tmp, log, codes, _ = launched
+    assert [c["durations"] for c in codes] == [0, 0]
+    assert "[durations] 2 node(s) emulated by a timed busy wait" in log
+    assert "[durations] verify: 2 output(s) identical" in log
+    for scattered, other in _outputs(tmp, "durations"):
+        # 'bwd' (index 1) fills 0.25 on both ranks; the avg reduce_scatter keeps 0.25
+        assert scattered.dtype == torch.bfloat16 and scattered.shape == (4, 4)
+        assert torch.equal(scattered, torch.full((4, 4), 0.25, dtype=torch.bfloat16))
+        assert torch.equal(other, torch.full((8, 4), 0.5, dtype=torch.bfloat16))
+    results = json.loads((tmp / "durations.json").read_text())
+    # a step busy-waits at least the two emulated durations (40 + 25 us)
+    assert min(min(r["times_us"]) for r in results["ranks"]) >= 65.0
+
+
+def test_broadcast_all_to_all_coalesced_all_gather_and_barrier(launched) -> None:
+    tmp, log, codes, inputs = launched
+    assert [c["kinds"] for c in codes] == [0, 0]
+    xs = [i["x"] for i in inputs["kinds"]]
+    ys = [i["y"] for i in inputs["kinds"]]
+    for r, (bc, a2a, gathered_x, gathered_y) in enumerate(_outputs(tmp, "kinds")):
         assert torch.equal(bc, xs[1])
         assert torch.equal(a2a, torch.cat([xs[0][2 * r:2 * r + 2], xs[1][2 * r:2 * r + 2]]))
         assert torch.equal(gathered_x, torch.cat(xs))
         assert torch.equal(gathered_y, torch.cat(ys))
+
+
+def test_ranks_with_different_plans_stop_with_the_digest_error(tmp_path: Path) -> None:
+    g = tiny_graph()
+    write_runner(g, tmp_path / "run_a.py", TINY_REORDERED, plan_buffers(g, TINY_REORDERED))
+    write_runner(g, tmp_path / "run_b.py", TINY_REORDERED,
+                 plan_buffers(g, TINY_REORDERED, align=4096))
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(
+        "import os, runpy\n"
+        "script = ['run_a.py', 'run_b.py'][int(os.environ['RANK'])]\n"
+        "runpy.run_path(script, run_name='__main__')\n", encoding="utf-8")
+    proc = torchrun(launcher, 2, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "buffer plan digest differs across ranks" in proc.stderr
+    assert "rank 0:" in proc.stderr and "rank 1:" in proc.stderr
