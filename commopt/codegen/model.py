@@ -449,21 +449,24 @@ class _Lowering:
         for pos, i in enumerate(order):
             node = graph.nodes[i]
             start = len(lines)
-            lines.append(f"# {comment(node.name, 60)}: {self.describe(node)}")
             if node.kind is NodeKind.INPUT:
+                if not any(graph.nodes[j].kind is NodeKind.INPUT for j in order[max(0, pos - 1):pos]):
+                    lines.append("# graph inputs (parameters, buffers, user inputs) by name")
                 lines.append(f"{self.value_var[i]} = inputs[{literal(node.name)}]")
             elif node.kind is NodeKind.OUTPUT:
-                lines.pop()
                 returned = self.expr(node, node.args[0]) if node.args else "[]"
                 if not returned.startswith("["):
                     returned = f"[{returned}]"
                 lines.append(f"outputs = {returned}")
                 returned = "outputs"
             elif node.kind is NodeKind.COLLECTIVE:
+                lines.append(f"# {comment(node.name, 60)}: {self.describe(node)}")
                 lines.extend(self.collective(node, slots))
             elif node.kind is NodeKind.WAIT:
+                lines.append(f"# {comment(node.name, 60)}: {self.describe(node)}")
                 lines.extend(self.wait(node, waited, slots))
             else:
+                lines.append(f"# {comment(node.name, 60)}: {self.describe(node)}")
                 lines.extend(self.compute(node, self.targets.get(i)))
             if i not in used:
                 lines = _drop_unused(lines, start, self.value_var[i])

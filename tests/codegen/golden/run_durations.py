@@ -345,7 +345,7 @@ def run_optimized(rt, inputs):
     emulated = rt.emulated
     emulate = rt.emulate
     works = {}  # node index -> Work handles of collectives in flight
-    # grad: placeholder
+    # graph inputs (parameters, buffers, user inputs) by name
     n_0_grad = inputs['grad']
     # bwd: backward_kernel
     emulate(40.0)  # emulated: no runnable op
@@ -376,7 +376,7 @@ def run_original(rt, inputs):
     emulate = rt.emulate
     device = rt.device
     works = {}  # node index -> Work handles of collectives in flight
-    # grad: placeholder
+    # graph inputs (parameters, buffers, user inputs) by name
     n_0_grad = inputs['grad']
     # bwd: backward_kernel
     emulate(40.0)  # emulated: no runnable op

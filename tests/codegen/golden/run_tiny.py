@@ -354,9 +354,8 @@ def run_optimized(rt, inputs):
     emulated = rt.emulated
     emulate = rt.emulate
     works = {}  # node index -> Work handles of collectives in flight
-    # x: placeholder
+    # graph inputs (parameters, buffers, user inputs) by name
     n_0_x = inputs['x']
-    # w: placeholder
     n_1_w = inputs['w']
     # y: aten.mm.default
     n_2_y = ops.aten_mm_out(n_0_x, n_1_w, out=views.b_2_ag_input0)  # zero-copy: writes into its comm buffer
@@ -403,9 +402,8 @@ def run_original(rt, inputs):
     emulate = rt.emulate
     device = rt.device
     works = {}  # node index -> Work handles of collectives in flight
-    # x: placeholder
+    # graph inputs (parameters, buffers, user inputs) by name
     n_0_x = inputs['x']
-    # w: placeholder
     n_1_w = inputs['w']
     # y: aten.mm.default
     n_2_y = ops.aten_mm_default(n_0_x, n_1_w)

@@ -345,9 +345,8 @@ def run_optimized(rt, inputs):
     emulate = rt.emulate
     device = rt.device
     works = {}  # node index -> Work handles of collectives in flight
-    # x: placeholder
+    # graph inputs (parameters, buffers, user inputs) by name
     n_0_x = inputs['x']
-    # w: placeholder
     n_1_w = inputs['w']
     # y: aten.mm.default
     n_2_y = ops.aten_mm_default(n_0_x, n_1_w)
@@ -394,9 +393,8 @@ def run_original(rt, inputs):
     emulate = rt.emulate
     device = rt.device
     works = {}  # node index -> Work handles of collectives in flight
-    # x: placeholder
+    # graph inputs (parameters, buffers, user inputs) by name
     n_0_x = inputs['x']
-    # w: placeholder
     n_1_w = inputs['w']
     # y: aten.mm.default
     n_2_y = ops.aten_mm_default(n_0_x, n_1_w)
