@@ -6,7 +6,16 @@
 The script needs only torch. It sets up once (process groups from the graph's metadata,
 arenas from the buffer plan, operations resolved, the plan digest compared across ranks) and
 then runs the graph in ``order`` with collectives on the arenas; ``--verify`` compares with
-the original order. See ``runner_template.py`` for the script's shape and options.
+the original order on fresh tensors. See ``runner_template.py`` for the script's shape and
+options.
+
+Inputs: random by default (seeded by ``--seed`` and the rank, each rank's own local shape),
+or ``--inputs FILE.pt``: a ``torch.save``'d dict from input name (a .pt2 placeholder name,
+or a parameter's/buffer's state-dict key) to tensor; ``{rank}`` in the path selects one file
+per rank. ``--dump-outputs`` writes the flat output list the same way.
+
+Modules: :mod:`.names` (sanitizing), :mod:`.model` (the plain-data :class:`RunnerModel` and
+the lowering of an order to statements), :mod:`.render` (pasting it into the template).
 """
 
 from __future__ import annotations
