@@ -115,7 +115,10 @@ def _classify(target: Any) -> OpFacts:
                            alias_arg=alias_arg, arg_names=arg_names)
         if alias_arg is not None:
             return OpFacts(NodeKind.VIEW, alias_arg=alias_arg, arg_names=arg_names)
-        no_effect_visible = not schema.returns
+        # an op that returns nothing and writes nothing exists for its effect, except the
+        # metadata assertions export inserts (they only raise; making them barriers would pin
+        # every collective around them)
+        no_effect_visible = not schema.returns and not name.startswith("_assert")
         return OpFacts(NodeKind.COMPUTE, side_effect=seeded or no_effect_visible, arg_names=arg_names)
     module = getattr(target, "__module__", None) or ""
     if module in _PURE_MODULES or target in (math.ceil, math.floor) or _is_sym_function(target):

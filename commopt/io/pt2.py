@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import operator
 import os
 import warnings
 import zipfile
@@ -92,8 +93,13 @@ def check_archive(path: str | os.PathLike[str]) -> ArchiveInfo:
         if any(m.startswith("data/aotinductor/") for m in members):
             raise GraphError("the archive carries compiled AOTInductor code; commopt only "
                              "reads exported programs and never loads compiled code", file=file)
-        for m in sorted(members):
-            read(m)  # CRC check of every member: a corrupt archive fails here, one line
+        for m in sorted(members):  # CRC check of every member, streamed (weights can be large)
+            try:
+                with zf.open(f"{root}/{m}") as fh:
+                    while fh.read(1 << 22):
+                        pass
+            except (zipfile.BadZipFile, zlib_error(), EOFError, OSError) as exc:
+                raise GraphError(f"corrupt archive member {m!r}: {exc}", file=file) from None
 
         def check_pickle(member: str) -> None:
             try:
@@ -402,8 +408,10 @@ def reordered_program(graph: Graph, order: list[int] | None = None) -> Any:
     """A new ExportedProgram whose FX graph lists the nodes in ``order`` (linted, recompiled).
 
     Placeholders and ``get_attr`` nodes stay first in their original order (the signature
-    depends on it) and the output node stays last; every other node follows ``order``, which
-    must list each node after its data inputs. ``graph.payload`` is not modified.
+    depends on it), the output node stays last, and each ``getitem`` of a multi-output op
+    directly follows that op (where torch.export's loader puts it back anyway); every other
+    node follows ``order``, which must list each node after its data inputs.
+    ``graph.payload`` is not modified.
     """
     import torch
 
@@ -420,8 +428,21 @@ def reordered_program(graph: Graph, order: list[int] | None = None) -> Any:
         raise ValueError("order is not a permutation of the graph's node indices")
     head = [i for i in range(n) if fx_nodes[i].op in ("placeholder", "get_attr")]
     tail = [i for i in range(n) if fx_nodes[i].op == "output"]
-    fixed = set(head) | set(tail)
-    body = [i for i in order if i not in fixed]
+    pos = {node: i for i, node in enumerate(fx_nodes)}
+    # torch.export's serializer stores a multi-output node's getitems with the node and
+    # recreates them right after it, so they are emitted there (a getitem costs nothing).
+    getitems: dict[int, list[int]] = {}
+    for i, node in enumerate(fx_nodes):
+        if node.op == "call_function" and node.target is operator.getitem and \
+                hasattr(node.args[0], "op") and node.args[0].op == "call_function":
+            getitems.setdefault(pos[node.args[0]], []).append(i)
+    hoisted = {i for items in getitems.values() for i in items}
+    fixed = set(head) | set(tail) | hoisted
+    body = []
+    for i in order:
+        if i not in fixed:
+            body.append(i)
+            body.extend(sorted(getitems.get(i, ()), key=lambda j: (_getitem_key(fx_nodes[j]), j)))
     new_graph = torch.fx.Graph()
     env: dict[Any, Any] = {}
     for i in [*head, *body, *tail]:
@@ -435,6 +456,11 @@ def reordered_program(graph: Graph, order: list[int] | None = None) -> Any:
     gm.meta.update(ep.graph_module.meta)
     gm.recompile()
     return ep._update(gm, ep.graph_signature)
+
+
+def _getitem_key(node: Any) -> int:
+    idx = node.args[1] if len(node.args) > 1 else 0
+    return idx if isinstance(idx, int) else 0
 
 
 def save_pt2(graph: Graph, path: str | os.PathLike[str], order: list[int] | None = None) -> None:

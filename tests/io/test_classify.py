@@ -146,3 +146,13 @@ def test_exported_program_roles_and_message_bytes(fake_pg):
     assert ar.collective.reduce_op == "avg" and ar.collective.bytes == 3 * 4 * 4
     assert graph.groups["0"].size == 2
     assert graph.payload is ep
+
+
+def test_metadata_assertions_are_not_barriers_but_prints_are():
+    import torch
+
+    from commopt.io.classify import classify
+
+    assert not classify(torch.ops.aten._assert_tensor_metadata.default).side_effect
+    assert not classify(torch.ops.aten._assert_scalar.default).side_effect
+    assert classify(torch.ops.aten._print.default).side_effect

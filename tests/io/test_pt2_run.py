@@ -49,7 +49,7 @@ def _assert_pairs_equal(results: list[list[list]], names: list[str]) -> None:
 
 @pytest.mark.slow
 def test_reordered_samples_match_the_originals_on_two_gloo_ranks(tmp_path):
-    names = ["fsdp", "tp", "ddp", "moe"]
+    names = ["fsdp", "tp", "ddp", "moe", "llama_tp"]
     paths = _resave_all(names, tmp_path)
     _assert_pairs_equal(run_gloo(_run, 2, paths), names)
 
