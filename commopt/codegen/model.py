@@ -652,6 +652,7 @@ class _Lowering:
         if info.type in ("all_reduce", "broadcast"):
             target = slot("inout") or slot("output") or slot("input")
             if target is None:
+                self.copies += 1  # no buffer planned: a fresh copy, as the functional op makes
                 lines.append(f"{fresh} = {src}.clone()")
                 return fresh, fresh
             buf = f"views.{target.var}"

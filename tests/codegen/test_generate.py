@@ -107,6 +107,7 @@ def test_plan_zero_copy_and_copies_are_counted() -> None:
 def test_without_plan_no_arenas() -> None:
     model = build_model(tiny_graph(), TINY_REORDERED, None)
     assert model.arenas == [] and model.buffers == [] and model.plan_digest == ""
+    assert model.copies_per_iter == 1  # the all_reduce works on a fresh clone of its input
     assert "views." not in "\n".join(model.optimized)
 
 

@@ -59,7 +59,7 @@ EMULATED = [
 ]
 # Per iteration of the optimized order: tensors copied into buffers, and producers writing
 # straight into them (zero-copy).
-COPIES_PER_ITER = 0
+COPIES_PER_ITER = 1
 ZERO_COPY_PER_ITER = 0
 
 # ====================================================================== runtime
