@@ -110,11 +110,11 @@ def run(quick: bool) -> str:
     ]
     if not quick:
         parts += [
-            "\nMeasured with torchrun on 2 gloo ranks (4 for mesh2d) on this CPU machine, "
-            "`--compare`: median step in microseconds of the optimized order on the arenas vs "
-            "the original order on fresh tensors (slowest rank). CPU gloo has no separate "
-            "communication stream to overlap with, so these show the runner's overhead, not "
-            "the GPU speed-up.\n",
+            "\nMeasured with torchrun on 2 gloo ranks on this CPU machine, `--compare`: median "
+            "step in microseconds of the optimized order on the arenas vs the original order on "
+            "fresh tensors, alternating iteration by iteration (slowest rank). gloo runs "
+            "collectives on background threads, so some overlap happens even here, but on 2 "
+            "shared cores these numbers are noisy and say little about the speed-up on GPUs.\n",
             table(["sample", "ranks", "optimized us", "original us", "speed-up", "buffer mode"],
                   _measured_rows(["ddp", "fsdp", "tp"], iters=30)),
         ]
