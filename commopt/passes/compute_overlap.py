@@ -68,23 +68,34 @@ class ComputeOverlap(Pass):
         if not graph.collectives():
             return list(order)
         model = _memory_model(graph)
+        before = ctx.simulate(graph, order)
+        floor_us = before.lower_bound_us * (1.0 + 1e-9)
         best: tuple[tuple[float, float, int], list[int]] | None = None
-        for rank, lookahead in enumerate(dict.fromkeys((self.lookahead, 0))):
-            found = self._fitting(graph, order, ctx, lookahead, model)
+        for rank, policy in enumerate(self._policies()):
+            found = self._fitting(graph, order, ctx, policy, model)
             if found is not None:
                 cand, makespan_us, exposed_us = found
                 key = (makespan_us, exposed_us, rank)
                 if best is None or key < best[0]:
                     best = (key, cand)
+                if makespan_us <= floor_us:
+                    break  # at the lower bound: no other policy can do better
         if best is None:
             return list(order)
-        before = ctx.simulate(graph, order)
         after = ctx.simulate(graph, best[1])
         if (after.makespan_us, after.exposed_comm_us) < (before.makespan_us, before.exposed_comm_us):
             return best[1]
         return list(order)
 
-    def _fitting(self, graph: Graph, order: Sequence[int], ctx: PassContext, lookahead: int,
+    def _policies(self) -> list[_Policy]:
+        """The compute priorities tried, most often best first (see :class:`_Policy`)."""
+        found = [_Policy("bottom-level", 0, stall=True, memory="frees"),
+                 _Policy("need", self.lookahead), _Policy("need", 0),
+                 _Policy("bottom-level", 0, stall=False, memory="frees"),
+                 _Policy("need", self.lookahead, memory="frees")]
+        return list(dict.fromkeys(found))
+
+    def _fitting(self, graph: Graph, order: Sequence[int], ctx: PassContext, policy: _Policy,
                  model) -> tuple[list[int], float, float] | None:
         """The best schedule found within the memory budget (None: none fits).
 
@@ -100,7 +111,7 @@ class ComputeOverlap(Pass):
 
         def attempt(internal: int | None) -> int:
             nonlocal best
-            cand, makespan_us, exposed_us, peak = _schedule(graph, order, ctx, internal, lookahead, model)
+            cand, makespan_us, exposed_us, peak = _schedule(graph, order, ctx, internal, policy, model)
             if budget is None or peak <= budget:
                 key = (makespan_us, exposed_us)
                 if best is None or key < best[0]:
@@ -127,6 +138,73 @@ class ComputeOverlap(Pass):
         if best is None or not within_budget(graph, best[1], budget):
             return None
         return best[1], best[0][0], best[0][1]
+
+
+@dataclass(frozen=True)
+class _Policy:
+    """How the scheduler picks the next compute node.
+
+    - ``"need"``: compute that one of the next ``lookahead`` unissued collectives depends on
+      first, then the input order;
+    - ``"bottom-level"``: the longest remaining path first (compute durations, collective
+      durations where a successor needs the result, the global collective order), so the
+      chain the makespan hangs on runs first and compute with slack fills the gaps while
+      collectives are in flight; with ``stall`` the compute stream idles for a wait that
+      finishes before the picked compute node would, when the wait's path is longer.
+    """
+
+    priority: str
+    lookahead: int
+    stall: bool = False
+    #: under memory pressure: ``"frees"`` runs the ready compute node that frees the most
+    #: (net of what it allocates) before stalling on a wait; ``"input"`` takes waits first,
+    #: then follows the input order.
+    memory: str = "input"
+
+
+def bottom_levels_us(graph: Graph, order: Sequence[int], durations_us: Sequence[float],
+                     chain: dict[int, int]) -> list[float]:
+    """Longest path (us) from the start of each node to the end of the graph.
+
+    A collective's duration counts towards the successors that need it finished (its waits,
+    readers of its value, the next collective of its group); its other successors only need
+    it issued, as do chain successors (``chain``: the kept global collective order). Inputs,
+    outputs and views take no time. One reverse sweep over ``order`` (a topological order).
+    """
+    nodes = graph.nodes
+    n = len(nodes)
+    sptr, sidx = graph.succ_arrays()
+    zero = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW)
+    bl = [0.0] * n
+    for i in reversed(order):
+        node = nodes[i]
+        d = 0.0 if node.kind in zero else float(durations_us[i])
+        best = 0.0
+        if node.kind is NodeKind.COLLECTIVE:
+            group = node.collective.group if node.collective is not None else None
+            for k in range(sptr[i], sptr[i + 1]):
+                s = sidx[k]
+                sn = nodes[s]
+                v = bl[s]
+                if (sn.wait_of == i or i in sn.inputs
+                        or (sn.kind is NodeKind.COLLECTIVE and sn.collective is not None
+                            and sn.collective.group == group)):
+                    v += d
+                if v > best:
+                    best = v
+            if d > best:
+                best = d
+        else:
+            for k in range(sptr[i], sptr[i + 1]):
+                v = bl[sidx[k]]
+                if v > best:
+                    best = v
+            best += d
+        b = chain.get(i)
+        if b is not None and bl[b] > best:
+            best = bl[b]
+        bl[i] = best
+    return bl
 
 
 def _memory_model(graph: Graph) -> tuple[list[int], list[int], list[int], list[list[int]]]:
@@ -166,7 +244,7 @@ def _memory_model(graph: Graph) -> tuple[list[int], list[int], list[int], list[l
 
 
 def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int | None,
-              lookahead: int, model) -> tuple[list[int], float, float, int]:
+              policy: _Policy, model) -> tuple[list[int], float, float, int]:
     """One list schedule: the order, its makespan and exposed communication on the
     scheduler's clock (the simulator's model) and its padded peak memory."""
     nodes = graph.nodes
@@ -201,11 +279,25 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
             best = need[b]
         need[i] = best
 
+    lookahead = policy.lookahead
+    by_level = policy.priority == "bottom-level"
+    stall = by_level and policy.stall
+    level = bottom_levels_us(graph, order, dur, chain) if by_level else None
+
     indeg = [ptr[i + 1] - ptr[i] for i in range(n)]
     for b in chain.values():
         indeg[b] += 1
 
     alloc, _roots, uses0, releases = model
+    by_memory = policy.memory == "frees"
+    users_of: dict[int, list[int]] = {}
+    if by_memory:
+        for i in order:
+            if kind[i] is NodeKind.COMPUTE:
+                for r in releases[i]:
+                    users_of.setdefault(r, []).append(i)
+    ready = bytearray(n)
+    mem_q: list[tuple[int, int, int]] = []
     uses = list(uses0)
     exposed = 0.0
     live = sum(alloc[i] for i in range(n) if kind[i] is K_IN)
@@ -215,7 +307,7 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
     views: list[tuple[int, int]] = []
     colls_q: list[tuple[int, int]] = []
     waits_q: list[tuple[float, int, int]] = []
-    comp_need: list[tuple[int, int, int]] = []
+    comp_need: list[tuple[float, int, int]] = []
     comp_pos: list[tuple[int, int]] = []
     done = bytearray(n)
     coll_end = [0.0] * n
@@ -239,8 +331,18 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
         elif k is K_IN or viewish[i]:
             heapq.heappush(views, (p, i))
         else:
-            heapq.heappush(comp_need, (need[i], p, i))
+            heapq.heappush(comp_need, (-level[i] if by_level else need[i], p, i))
             heapq.heappush(comp_pos, (p, i))
+            if by_memory:
+                ready[i] = 1
+                heapq.heappush(mem_q, (net_bytes(i), p, i))
+
+    def net_bytes(i: int) -> int:
+        freed = 0
+        for r in releases[i]:
+            if uses[r] == 1:
+                freed += alloc[r]
+        return alloc[i] - freed
 
     def finish(i: int) -> None:
         nonlocal live, peak
@@ -252,6 +354,10 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
             uses[r] -= 1
             if uses[r] == 0:
                 live -= alloc[r]
+            elif uses[r] == 1 and by_memory:
+                for u in users_of.get(r, ()):
+                    if ready[u] and not done[u]:
+                        heapq.heappush(mem_q, (net_bytes(u), pos[u], u))
         for k in range(sptr[i], sptr[i + 1]):
             s = sidx[k]
             indeg[s] -= 1
@@ -270,9 +376,23 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
             heapq.heappop(comp_pos)
         if not comp_pos:
             return -1
-        if not pressure and lookahead > 0 and comp_need[0][0] < next_seq + lookahead:
+        if not pressure and (by_level or (lookahead > 0 and comp_need[0][0] < next_seq + lookahead)):
             return comp_need[0][2]
         return comp_pos[0][1]
+
+    def most_freeing() -> tuple[int, int]:
+        """The ready compute node with the smallest net allocation, and that net."""
+        while mem_q:
+            net, p, i = mem_q[0]
+            if done[i]:
+                heapq.heappop(mem_q)
+                continue
+            cur = net_bytes(i)
+            if cur != net:
+                heapq.heapreplace(mem_q, (cur, p, i))
+                continue
+            return i, net
+        return -1, 0
 
     def issue(c: int) -> None:
         nonlocal live, next_seq
@@ -311,7 +431,18 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
             continue
         nc = next_compute(False)
         if budget is not None and nc >= 0 and live + alloc[nc] > budget:
-            # memory is short: waits first (they release storage), then the input order
+            # memory is short: compute that frees more than it allocates, waits (they
+            # release storage), then the input order (which keeps the input's profile)
+            if by_memory:
+                m, net = most_freeing()
+                if m >= 0 and net <= 0:
+                    if colls_q and colls_q[0][0] < pos[m] and live + alloc[colls_q[0][1]] <= budget:
+                        issue(colls_q[0][1])
+                        continue
+                    live += alloc[m]
+                    t += dur[m]
+                    finish(m)
+                    continue
             if waits_q:
                 stall_on_wait()
                 continue
@@ -330,6 +461,11 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
             fits = budget is None or live + alloc[c] <= budget
             if (nc < 0 and not waits_q) or (fits and (free_at <= horizon or nc < 0)):
                 issue(c)
+                continue
+        if stall and nc >= 0 and waits_q:
+            end, _, w = waits_q[0]
+            if end < t + dur[nc] and level[w] > level[nc]:
+                stall_on_wait()  # the wait's path is longer: idle rather than delay it
                 continue
         if nc >= 0:
             live += alloc[nc]
