@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from commopt.errors import OptionError
+from commopt.errors import GraphError, OptionError
 from commopt.progress import SILENT, Progress
 
 if TYPE_CHECKING:
@@ -102,9 +102,13 @@ def write_outputs(
         written.append(save_plan(artifacts.plan, out / PLAN_FILE))
     if artifacts.runner_name is not None:
         with progress.stage("generate runner"):
-            model = write_runner(g, out / artifacts.runner_name, result.order, artifacts.plan)
-            written.append(out / artifacts.runner_name)
-            result.summary.notes.append(_runner_note(model))
+            try:
+                model = write_runner(g, out / artifacts.runner_name, result.order, artifacts.plan)
+            except GraphError as exc:  # an op the runner cannot launch (e.g. send/recv)
+                result.summary.notes.append(f"runner not generated: {exc}")
+            else:
+                written.append(out / artifacts.runner_name)
+                result.summary.notes.append(_runner_note(model))
     if artifacts.report is not None:
         with progress.stage("write reports"):
             write_html(artifacts.report, out / REPORT_HTML)

@@ -1,4 +1,4 @@
-"""Every sample graph's optimized runner on gloo: --verify passes, outputs equal the eager .pt2 run.
+"""End to end: `commopt optimize` on every sample, then its runner on gloo: --verify passes, outputs equal the eager .pt2 run.
 
 One torchrun launch for all 2-rank samples and one for the 2-D mesh (4 ranks): process
 start-up dominates on 2 cores. Inside the launch a small wrapper, per sample, first runs the
@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from click.testing import CliRunner
 
-from commopt.api import optimize
-from commopt.buffers import plan_buffers
-from commopt.codegen import write_runner
+from commopt.cli.main import cli
 from commopt.io import load_graph
 from tests.codegen.conftest import REPO, torchrun
 
@@ -68,13 +67,15 @@ def _samples(world: int) -> list[str]:
 def _run_samples(tmp_path: Path, names: list[str], world: int) -> None:
     cases = []
     for name in names:
+        # the runner comes from `commopt optimize` itself (the end-to-end path users take)
         archive = SAMPLES / "ws2" / f"{name}.pt2"
-        g = load_graph(archive)
-        assert g.world_size == world
-        order = optimize(g).order
-        assert order != g.original_order, name
-        runner = tmp_path / f"run_{name}.py"
-        write_runner(g, runner, order, plan_buffers(g, order))
+        assert load_graph(archive).world_size == world
+        out = tmp_path / f"opt_{name}"
+        r = CliRunner().invoke(cli, ["-q", "optimize", str(archive), "-o", str(out), "--no-timings"])
+        assert r.exit_code == 0, r.output
+        summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+        assert summary["after"]["makespan_us"] < summary["before"]["makespan_us"], name
+        (runner,) = out.glob("run_*.py")
         cases.append((name, str(archive), str(runner)))
     wrapper = tmp_path / "wrapper.py"
     wrapper.write_text(WRAPPER.format(repo=str(REPO), cases=cases), encoding="utf-8")
