@@ -34,7 +34,9 @@ test-fast: install
 bench: install
 	$(BIN)/python -m bench
 
+# The llama_tp sample is built from transformers' Llama code (random weights, no download).
 samples: install
+	$(BIN)/pip install -q transformers
 	$(BIN)/python sample_graphs/make_samples.py
 
 schemas: install

@@ -65,7 +65,8 @@ def graph_warnings(graph: Graph) -> list[str]:
     if not any(n.kind is NodeKind.COLLECTIVE for n in graph.nodes):
         warnings.append("the graph has no collectives: there is no communication to overlap")
     unknown = sorted(g.name for g in graph.groups.values() if g.ranks is None)
-    if unknown:
+    load_warnings = graph.meta.get("load_warnings", [])
+    if unknown and not load_warnings:  # loaders that resolve groups already name them
         warnings.append(
             "ranks unknown for process group(s) "
             + ", ".join(repr(u) for u in unknown)
@@ -74,5 +75,5 @@ def graph_warnings(graph: Graph) -> list[str]:
     barriers = sum(1 for n in graph.nodes if n.side_effect)
     if barriers:
         warnings.append(f"{barriers} side-effecting node(s) act as ordering barriers")
-    warnings.extend(graph.meta.get("load_warnings", []))
+    warnings.extend(load_warnings)
     return warnings
