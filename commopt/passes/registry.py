@@ -21,6 +21,7 @@ ENTRY_POINT_GROUP = "commopt.passes"
 #: Built-in passes: name -> "module:Class".
 BUILTIN: dict[str, str] = {
     "compute-overlap": "commopt.passes.compute_overlap:ComputeOverlap",
+    "polish": "commopt.passes.polish:Polish",
     "raise-comms": "commopt.passes.raise_comms:RaiseComms",
     "sink-waits": "commopt.passes.sink_waits:SinkWaits",
 }
