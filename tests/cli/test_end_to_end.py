@@ -26,6 +26,8 @@ def test_optimize_every_ws8_sample_writes_the_full_set(samples_dir, tmp_path, fm
         assert EXPECTED | {src.name, f"run_{summary['graph']}.py"} <= names, src
         assert summary["outputs"][-1] == "summary.json"
         assert summary["after"]["makespan_us"] <= summary["before"]["makespan_us"] + 1e-6
+        assert summary["after"]["exposed_comm_us"] < summary["before"]["exposed_comm_us"], src
+        assert summary["after"]["peak_memory_bytes"] <= summary["memory_budget_bytes"], src
         assert summary["buffer_plan"]["arena_bytes"] >= summary["buffer_plan"]["lower_bound_bytes"]
         reordered = load_graph(out / src.name)
         assert sorted(n.name for n in reordered.nodes) == sorted(n.name for n in load_graph(src).nodes)
