@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+
 from commopt.cli.app import App
 from commopt.cli.options import (
     emit_json,

@@ -6,7 +6,14 @@ import click
 from rich.table import Table
 
 from commopt.cli.app import App
-from commopt.cli.options import emit_json, format_option, graph_argument, group_options, load_graph_for_cli, pass_app
+from commopt.cli.options import (
+    emit_json,
+    format_option,
+    graph_argument,
+    group_options,
+    load_graph_for_cli,
+    pass_app,
+)
 
 
 def _fmt_bytes(n: int) -> str:

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+
 from commopt.cli.main import main
+from commopt.io.json_graph import save_json_graph
 from commopt.schemas.estimate import EstimateReport
 from commopt.schemas.profile import ProfileModel
-
-from commopt.io.json_graph import save_json_graph
 from commopt.synth import fsdp_tp_stack
 from tests.estimators.traces import new_format_trace, write
 
