@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -15,40 +12,26 @@ from commopt.errors import OptionError
 from commopt.estimators import registry
 from commopt.io.json_graph import save_json_graph
 from commopt.synth import fsdp_tp_stack
-
-PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "example_estimator_plugin"
+from tests.plugins.install import install_plugin, run_commopt
 
 
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory) -> Path:
-    target = tmp_path_factory.mktemp("site")
-    build = tmp_path_factory.mktemp("build")
-    # build from a copy so no build/ or egg-info lands in the repository
-    subprocess.run(["cp", "-r", str(PLUGIN), str(build / "src")], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--target", str(target), str(build / "src")], check=True)
-    return target
-
-
-def _commopt(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(site), NO_COLOR="1")
-    code = "import sys; from commopt.cli.main import main; main(sys.argv[1:])"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=env, cwd=cwd)
+    return install_plugin("example_estimator_plugin", tmp_path_factory)
 
 
 @pytest.mark.slow
 def test_installed_plugin_is_listed_used_and_a_broken_one_is_contained(plugin_path, tmp_path):
     g = tmp_path / "g.json"
     save_json_graph(fsdp_tp_stack(1, dp=2, hidden=64, tokens=64), g)
-    listed = _commopt(["estimate", "--list", "--format", "json"], plugin_path, tmp_path)
+    listed = run_commopt(["estimate", "--list", "--format", "json"], plugin_path, tmp_path)
     assert listed.returncode == 0, listed.stderr
     by_name = {e["name"]: e for e in json.loads(listed.stdout)["estimators"]}
     assert by_name["flat"]["error"] is None and "commopt-example-estimator" in by_name["flat"]["source"]
     assert "failed to import" in by_name["broken"]["error"]
     assert by_name["analytical"]["error"] is None
 
-    used = _commopt(["estimate", str(g), "--estimator", "flat", "--format", "json"], plugin_path, tmp_path)
+    used = run_commopt(["estimate", str(g), "--estimator", "flat", "--format", "json"], plugin_path, tmp_path)
     assert used.returncode == 0, used.stderr
     report = json.loads(used.stdout)
     assert report["estimator"] == "flat,analytical"
@@ -56,7 +39,7 @@ def test_installed_plugin_is_listed_used_and_a_broken_one_is_contained(plugin_pa
     assert compute and all(d["duration_us"] == 3.25 and d["source"] == "flat" for d in compute)
     assert "flat: every compute node takes 3.25 us" in used.stderr
 
-    broken = _commopt(["estimate", str(g), "--estimator", "broken"], plugin_path, tmp_path)
+    broken = run_commopt(["estimate", str(g), "--estimator", "broken"], plugin_path, tmp_path)
     assert broken.returncode == 2
     assert "estimator 'broken'" in broken.stderr and "failed to import" in broken.stderr
     assert "Traceback" not in broken.stderr

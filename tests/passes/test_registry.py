@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -16,8 +13,7 @@ from commopt.io.json_graph import save_json_graph
 from commopt.ir.builder import GraphBuilder
 from commopt.passes.base import DEFAULT_PIPELINE
 from commopt.passes.registry import BUILTIN, PluginError, discover, parse_pipeline
-
-PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "example_pass_plugin"
+from tests.plugins.install import install_plugin, run_commopt
 
 
 def _ep(name: str, value: str) -> EntryPoint:
@@ -62,24 +58,12 @@ def test_broken_plugins_are_listed_and_loading_them_is_a_plugin_error():
 
 @pytest.fixture(scope="module")
 def plugin_site(tmp_path_factory) -> Path:
-    target = tmp_path_factory.mktemp("site")
-    build = tmp_path_factory.mktemp("build")
-    subprocess.run(["cp", "-r", str(PLUGIN), str(build / "src")], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--target", str(target), str(build / "src")], check=True)
-    return target
-
-
-def _commopt(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(site), NO_COLOR="1")
-    code = "import sys; from commopt.cli.main import main; main(sys.argv[1:])"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=env, cwd=cwd)
+    return install_plugin("example_pass_plugin", tmp_path_factory)
 
 
 @pytest.mark.slow
 def test_installed_plugin_pass_is_listed_and_runs_in_a_pipeline(plugin_site: Path, tmp_path: Path):
-    listed = _commopt(["passes", "--format", "json"], plugin_site, tmp_path)
+    listed = run_commopt(["passes", "--format", "json"], plugin_site, tmp_path)
     assert listed.returncode == 0, listed.stderr
     by_name = {p["name"]: p for p in json.loads(listed.stdout)["passes"]}
     assert by_name["example-delay-views"]["broken"] is None
@@ -97,7 +81,7 @@ def test_installed_plugin_pass_is_listed_and_runs_in_a_pipeline(plugin_site: Pat
     b.output([z])
     g = tmp_path / "g.json"
     save_json_graph(b.build(), g)
-    run = _commopt(["optimize", str(g), "-o", "out", "--passes", "sink-waits,example-delay-views",
+    run = run_commopt(["optimize", str(g), "-o", "out", "--passes", "sink-waits,example-delay-views",
                     "--format", "json"], plugin_site, tmp_path)
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout)
@@ -107,6 +91,6 @@ def test_installed_plugin_pass_is_listed_and_runs_in_a_pipeline(plugin_site: Pat
     names = [n["name"] for n in written["nodes"]]
     assert names.index("y") < names.index("v") < names.index("z")
 
-    broken = _commopt(["optimize", str(g), "-o", "out2", "--passes", "example-broken"], plugin_site, tmp_path)
+    broken = run_commopt(["optimize", str(g), "-o", "out2", "--passes", "example-broken"], plugin_site, tmp_path)
     assert broken.returncode == 2
     assert broken.stderr.count("\n") == 1 and "example-broken" in broken.stderr
