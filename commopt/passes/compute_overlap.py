@@ -92,7 +92,9 @@ class ComputeOverlap(Pass):
         found = [_Policy("bottom-level", 0, stall=True, memory="frees"),
                  _Policy("need", self.lookahead), _Policy("need", 0),
                  _Policy("bottom-level", 0, stall=False, memory="frees"),
-                 _Policy("need", self.lookahead, memory="frees")]
+                 _Policy("need", self.lookahead, memory="frees"),
+                 _Policy("bottom-level", 0, stall=True, memory="frees", reserve=True),
+                 _Policy("need", self.lookahead, memory="frees", reserve=True)]
         return list(dict.fromkeys(found))
 
     def _fitting(self, graph: Graph, order: Sequence[int], ctx: PassContext, policy: _Policy,
@@ -160,6 +162,10 @@ class _Policy:
     #: (net of what it allocates) before stalling on a wait; ``"input"`` takes waits first,
     #: then follows the input order.
     memory: str = "input"
+    #: reserve room for the input order's future peak: a node ahead of the input order's
+    #: frontier (the first node not yet scheduled) runs without pressure only while the
+    #: bytes held by such nodes plus the input order's peak from the frontier on fit.
+    reserve: bool = False
 
 
 def bottom_levels_us(graph: Graph, order: Sequence[int], durations_us: Sequence[float],
@@ -298,6 +304,19 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
                     users_of.setdefault(r, []).append(i)
     ready = bytearray(n)
     mem_q: list[tuple[int, int, int]] = []
+    reserve = policy.reserve and budget is not None
+    future_peak: list[int] = []
+    if reserve:
+        from commopt.sim import peak_memory
+
+        curve = peak_memory(graph, order, padded=True)[1]
+        future_peak = list(curve) + [0]
+        for k in range(n - 1, -1, -1):
+            if future_peak[k + 1] > future_peak[k]:
+                future_peak[k] = future_peak[k + 1]
+    ahead = bytearray(n)
+    ahead_bytes = 0
+    front = 0
     uses = list(uses0)
     exposed = 0.0
     live = sum(alloc[i] for i in range(n) if kind[i] is K_IN)
@@ -345,15 +364,21 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
         return alloc[i] - freed
 
     def finish(i: int) -> None:
-        nonlocal live, peak
+        nonlocal live, peak, ahead_bytes, front
         if live > peak:
             peak = live
         done[i] = 1
         out.append(i)
+        if reserve and alloc[i] and kind[i] is not K_IN and pos[i] > front:
+            ahead[i] = 1
+            ahead_bytes += alloc[i]
         for r in releases[i]:
             uses[r] -= 1
             if uses[r] == 0:
                 live -= alloc[r]
+                if ahead[r]:
+                    ahead[r] = 0
+                    ahead_bytes -= alloc[r]
             elif uses[r] == 1 and by_memory:
                 for u in users_of.get(r, ()):
                     if ready[u] and not done[u]:
@@ -368,6 +393,18 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
             indeg[b] -= 1
             if indeg[b] == 0:
                 push(b)
+        while front < n and done[order[front]]:
+            r = order[front]
+            if ahead[r]:
+                ahead[r] = 0
+                ahead_bytes -= alloc[r]
+            front += 1
+
+    def reserved(i: int) -> bool:
+        """Whether running ``i`` now would eat into the room the input order's future peak
+        needs (always False for the frontier itself or without ``reserve``)."""
+        return (reserve and pos[i] > front
+                and future_peak[front] + ahead_bytes + alloc[i] > budget)
 
     def next_compute(pressure: bool) -> int:
         while comp_need and done[comp_need[0][2]]:
@@ -430,7 +467,18 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
             stall_on_wait()  # already finished: no stall
             continue
         nc = next_compute(False)
-        if budget is not None and nc >= 0 and live + alloc[nc] > budget:
+        if budget is not None and nc >= 0 and (live + alloc[nc] > budget or reserved(nc)):
+            if live + alloc[nc] <= budget:  # only the reservation: the input order's next
+                first = next_compute(True)
+                if live + alloc[first] <= budget and not reserved(first):
+                    nc = first  # compute is not short of memory, it just may not run ahead
+                    if colls_q and colls_q[0][0] < pos[nc]:
+                        issue(colls_q[0][1])
+                        continue
+                    live += alloc[nc]
+                    t += dur[nc]
+                    finish(nc)
+                    continue
             # memory is short: compute that frees more than it allocates, waits (they
             # release storage), then the input order (which keeps the input's profile)
             if by_memory:
@@ -458,7 +506,7 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
             c = colls_q[0][1]
             free_at = stream_free.get(nodes[c].collective.group, 0.0)
             horizon = t + (dur[nc] if nc >= 0 else 0.0)
-            fits = budget is None or live + alloc[c] <= budget
+            fits = budget is None or (live + alloc[c] <= budget and not reserved(c))
             if (nc < 0 and not waits_q) or (fits and (free_at <= horizon or nc < 0)):
                 issue(c)
                 continue

@@ -51,3 +51,41 @@ def test_compute_overlap_runs_the_longest_path_first_and_hides_the_collective():
     assert names.index("ar") < names.index("s1")
     assert names.index("s1") < names.index("ar_wait")
     assert simulate(g, order, d).makespan_us < simulate(g, g.original_order, d).makespan_us
+
+
+def _peak_graph():
+    """An all-reduce in flight with an independent node ``p`` whose result is used only at
+    the end; running ``p`` early would keep it alive through ``big``, the input's peak."""
+    b = GraphBuilder(world_size=2)
+    b.group("dp", ranks=[0, 1])
+    x = b.input("x", (64, 64))
+    c = b.collective("ar", "all_reduce", "dp", x)
+    w = b.wait("ar_wait", c)
+    u = b.compute("u", "aten.relu.default", [w], (64, 64))
+    big = b.compute("big", "aten.mm.default", [u], (512, 512))
+    s = b.compute("s", "aten.sum.default", [big], (64, 64))
+    p = b.compute("p", "aten.gelu.default", [x], (256, 256))
+    z = b.compute("z", "aten.add.Tensor", [s, p], (64, 64))
+    b.output([z])
+    return b.build()
+
+
+def test_reserving_the_input_orders_future_peak_keeps_early_work_within_budget():
+    from commopt.passes.compute_overlap import _memory_model, _Policy, _schedule
+    from commopt.sim import peak_memory
+
+    g = _peak_graph()
+    d = _durations(g)
+    ctx = PassContext.for_graph(g, d, max_memory_increase=0.1)
+    budget = ctx.memory_budget_bytes
+    model = _memory_model(g)
+    greedy = _schedule(g, g.original_order, ctx, budget, _Policy("bottom-level", 0, stall=True), model)
+    careful = _schedule(g, g.original_order, ctx, budget,
+                        _Policy("bottom-level", 0, stall=True, memory="frees", reserve=True), model)
+    names = [g.nodes[i].name for i in careful[0]]
+    # greedy fills the all-reduce's time with p and then cannot fit big; reserving does not
+    assert greedy[3] > budget
+    assert careful[3] <= budget
+    assert names.index("s") < names.index("p")
+    order = ComputeOverlap().run(g, g.original_order, ctx)
+    assert peak_memory(g, order, padded=True)[0] <= budget
