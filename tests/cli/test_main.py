@@ -1,0 +1,65 @@
+"""The root command: version, command list, suggestions, exit codes, colour, JSON on stdout."""
+
+import json
+
+import click
+from click.testing import CliRunner
+
+from commopt._version import __version__
+from commopt.cli.main import COMMANDS, cli
+
+
+@click.command("boom")
+def boom_cmd() -> None:
+    """A command with a bug in it."""
+    raise RuntimeError("kaboom")
+
+
+def _invoke(*args, env=None):
+    return CliRunner().invoke(cli, list(args), env=env)
+
+
+def test_version_and_every_registered_command_is_listed():
+    r = _invoke("--version")
+    assert r.exit_code == 0 and __version__ in r.output
+    r = _invoke("--help")
+    assert r.exit_code == 0
+    for name in COMMANDS:
+        assert name in r.output, name
+
+
+def test_unknown_command_suggests_the_closest_and_exits_2():
+    r = _invoke("optimise", "x")
+    assert r.exit_code == 2
+    assert "did you mean 'optimize'?" in r.output
+
+
+def test_internal_error_shows_traceback_and_asks_for_a_report(monkeypatch):
+    monkeypatch.setitem(COMMANDS, "boom", "tests.cli.test_main:boom_cmd")
+    r = _invoke("boom")
+    assert r.exit_code == 3
+    assert "RuntimeError: kaboom" in r.output and "this is a bug in commopt" in r.output
+
+
+def test_inspect_text_json_and_colour(samples_dir):
+    g = str(samples_dir / "ws8" / "tp.json")
+    r = _invoke("inspect", g, "--format", "json")
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    assert doc["nodes"] > 0 and doc["collectives"] and doc["kinds"]["collective"] > 0
+    plain = _invoke("--color", "never", "inspect", g)
+    assert plain.exit_code == 0 and "\x1b[" not in plain.output
+    no_color = _invoke("inspect", g, env={"NO_COLOR": "1"})
+    assert "\x1b[" not in no_color.output
+    coloured = _invoke("--color", "always", "inspect", g)
+    assert "\x1b[" in coloured.output
+
+
+def test_bad_graph_is_one_line_on_stderr_with_exit_2(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "commopt-graph", "version": 7, "nodes": []}')
+    r = _invoke("inspect", str(bad))
+    assert r.exit_code == 2
+    assert r.stdout == ""
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("commopt: error: ") and "unsupported format version 7" in line
