@@ -59,11 +59,12 @@ class ComputeOverlap(Pass):
     def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int]:
         """The overlapped order (see the module docstring).
 
-        Schedules with ``lookahead`` and without it (boosting can pull compute forward that
-        a later collective waits on) and keeps the schedule that finishes first on the
-        scheduler's own clock (the simulator's model); that one replaces the input order
-        only when the simulator confirms it is better (makespan, then exposed
-        communication).
+        Schedules with each of a few compute priorities (:meth:`_policies`: bottom level or
+        the next collectives' needs, with or without a reservation for the input order's
+        future peak) and keeps the schedule that finishes first on the scheduler's own
+        clock (the simulator's model), stopping early at the lower bound; that one replaces
+        the input order only when the simulator confirms it is better (makespan, then
+        exposed communication).
         """
         if not graph.collectives():
             return list(order)
@@ -71,7 +72,7 @@ class ComputeOverlap(Pass):
         before = ctx.simulate(graph, order)
         floor_us = before.lower_bound_us * (1.0 + 1e-9)
         best: tuple[tuple[float, float, int], list[int]] | None = None
-        for rank, policy in enumerate(self._policies()):
+        for rank, policy in enumerate(self._policies(len(graph))):
             found = self._fitting(graph, order, ctx, policy, model)
             if found is not None:
                 cand, makespan_us, exposed_us = found
@@ -87,15 +88,16 @@ class ComputeOverlap(Pass):
             return best[1]
         return list(order)
 
-    def _policies(self) -> list[_Policy]:
-        """The compute priorities tried, most often best first (see :class:`_Policy`)."""
-        found = [_Policy("bottom-level", 0, stall=True, memory="frees"),
-                 _Policy("need", self.lookahead), _Policy("need", 0),
-                 _Policy("bottom-level", 0, stall=False, memory="frees"),
-                 _Policy("need", self.lookahead, memory="frees"),
-                 _Policy("bottom-level", 0, stall=True, memory="frees", reserve=True),
-                 _Policy("need", self.lookahead, memory="frees", reserve=True)]
-        return list(dict.fromkeys(found))
+    def _policies(self, nodes: int) -> list[_Policy]:
+        """The compute priorities tried, in the order they most often won on the samples and
+        benchmark stacks (see :class:`_Policy`); at most ``max(2, 300k // nodes)`` of them,
+        so large graphs stay near-linear."""
+        found = [_Policy("bottom-level", 0, memory="frees"),
+                 _Policy("need", self.lookahead),
+                 _Policy("need", self.lookahead, memory="frees", reserve=True),
+                 _Policy("bottom-level", 0, stall=True, memory="frees"),
+                 _Policy("bottom-level", 0, stall=True, memory="frees", reserve=True)]
+        return list(dict.fromkeys(found))[:max(2, 300_000 // max(1, nodes))]
 
     def _fitting(self, graph: Graph, order: Sequence[int], ctx: PassContext, policy: _Policy,
                  model) -> tuple[list[int], float, float] | None:
