@@ -167,9 +167,10 @@ def _rows(info: dict, outcomes: list[Outcome]) -> list[list]:
 
 def _verdict(ours: Outcome, best: Outcome) -> tuple[bool, str]:
     d_make = ours.makespan_us / best.makespan_us - 1
-    d_peak_mib = (ours.peak_bytes - best.peak_bytes) / 2**20
-    met = ours.makespan_us <= best.makespan_us * (1 + 1e-9) and ours.peak_bytes <= best.peak_bytes
-    return met, f"{'met' if met else 'missed'} ({d_make:+.2%} makespan, {d_peak_mib:+,.2f} MiB peak)"
+    d_peak = ours.peak_bytes - best.peak_bytes
+    peak = f"{d_peak / 2**20:+,.2f} MiB" if abs(d_peak) >= 2**20 else f"{d_peak / 2**10:+,.1f} KiB"
+    met = ours.makespan_us <= best.makespan_us * (1 + 1e-9) and d_peak <= 0
+    return met, f"{'met' if met else 'missed'} ({d_make:+.2%} makespan, {peak} peak)"
 
 
 def _targets(results: list[tuple[dict, list[Outcome]]]) -> tuple[str, list[str]]:
