@@ -28,6 +28,7 @@ METADATA_OPS = frozenset({
     "aten.new_empty_strided", "aten.sym_size", "aten.sym_stride", "aten.sym_numel",
     "aten.sym_storage_offset", "aten.alias", "aten.detach", "aten.lift_fresh",
     "aten._assert_async", "aten._assert_scalar", "aten.sym_constrain_range_for_size",
+    "aten._assert_tensor_metadata",
 })
 
 

@@ -77,7 +77,8 @@ def _check_wait(nodes: list[Node], node: Node, file: str | None) -> None:
             f"a wait takes exactly one input, got {len(node.inputs)}", file=file, node=node.name, field="inputs"
         )
     cur = nodes[node.inputs[0]]
-    while cur.kind is NodeKind.VIEW and cur.alias_of is not None:
+    # through views and earlier waits of the same value (torch allows waiting twice)
+    while cur.kind in (NodeKind.VIEW, NodeKind.WAIT) and cur.alias_of is not None:
         cur = nodes[cur.alias_of]
     if cur.kind is not NodeKind.COLLECTIVE:
         raise GraphError(

@@ -65,3 +65,26 @@ def test_unwaited_collective_is_rejected():
     b.collective("c1", "all_reduce", "0", x)
     with pytest.raises(GraphError, match="never waited"):
         b.build()
+
+
+def test_a_wait_on_a_waited_value_completes_the_same_collective():
+    b = GraphBuilder(world_size=2)
+    b.group("0", ranks=[0, 1])
+    x = b.input("x", (4,))
+    c = b.collective("c", "all_reduce", "0", x)
+    w1 = b.wait("w1", c)
+    w2 = b._add("w2", NodeKind.WAIT, "_c10d_functional.wait_tensor.default", (w1,),
+                outputs=b.nodes[w1].outputs, alias_of=w1)
+    g = b.build()
+    assert g.nodes[w2].wait_of == c and g.waits_of(c) == (w1, w2)
+    assert g.storage_root[w2] == c
+
+
+def test_a_wait_on_a_computed_value_is_rejected():
+    b = GraphBuilder(world_size=2)
+    b.group("0", ranks=[0, 1])
+    x = b.input("x", (4,))
+    y = b.compute("y", "aten.relu.default", [x], (4,))
+    b._add("w", NodeKind.WAIT, "_c10d_functional.wait_tensor.default", (y,), outputs=b.nodes[y].outputs)
+    with pytest.raises(GraphError, match="waits on 'y', which is not a collective"):
+        b.build()
