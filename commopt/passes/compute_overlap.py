@@ -215,6 +215,79 @@ def bottom_levels_us(graph: Graph, order: Sequence[int], durations_us: Sequence[
     return bl
 
 
+class _MaxProfile:
+    """The input order's live-bytes curve plus bytes held early, with range max queries.
+
+    A node run ahead of the input order's frontier holds its bytes over the input
+    positions before its own (where the input order did not hold them): ``add(p, b)`` adds
+    ``b`` over positions ``[0, p)``; ``max(lo, hi)`` is the largest value over ``[lo, hi)``.
+    A segment tree with lazy additions, O(log n) per call.
+    """
+
+    def __init__(self, curve: Sequence[int]) -> None:
+        n = max(1, len(curve))
+        self.n = n
+        self.h = n.bit_length()
+        self.t = [0] * n + list(curve) + [0] * (n - len(curve))
+        self.d = [0] * n
+        for p in range(n - 1, 0, -1):
+            self.t[p] = max(self.t[2 * p], self.t[2 * p + 1])
+
+    def _apply(self, p: int, value: int) -> None:
+        self.t[p] += value
+        if p < self.n:
+            self.d[p] += value
+
+    def _build(self, p: int) -> None:
+        t, d = self.t, self.d
+        while p > 1:
+            p >>= 1
+            t[p] = max(t[2 * p], t[2 * p + 1]) + d[p]
+
+    def _push(self, p: int) -> None:
+        d = self.d
+        for s in range(self.h, 0, -1):
+            i = p >> s
+            if i and d[i]:
+                self._apply(2 * i, d[i])
+                self._apply(2 * i + 1, d[i])
+                d[i] = 0
+
+    def add(self, stop: int, value: int) -> None:
+        """Add ``value`` over positions ``[0, stop)``."""
+        lo, hi = self.n, stop + self.n
+        l0, r0 = lo, hi
+        while lo < hi:
+            if lo & 1:
+                self._apply(lo, value)
+                lo += 1
+            if hi & 1:
+                hi -= 1
+                self._apply(hi, value)
+            lo >>= 1
+            hi >>= 1
+        self._build(l0)
+        self._build(r0 - 1)
+
+    def max(self, start: int, stop: int) -> int:
+        """The largest value over positions ``[start, stop)`` (``stop > start``)."""
+        lo, hi = start + self.n, stop + self.n
+        self._push(lo)
+        self._push(hi - 1)
+        t = self.t
+        best = t[lo]
+        while lo < hi:
+            if lo & 1:
+                best = max(best, t[lo])
+                lo += 1
+            if hi & 1:
+                hi -= 1
+                best = max(best, t[hi])
+            lo >>= 1
+            hi >>= 1
+        return best
+
+
 def _memory_model(graph: Graph) -> tuple[list[int], list[int], list[int], list[list[int]]]:
     """Padded allocation per node, the storage root each node's uses count against, the
     number of uses per root, and the roots each node releases a use of when it runs.
@@ -307,17 +380,12 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
     ready = bytearray(n)
     mem_q: list[tuple[int, int, int]] = []
     reserve = policy.reserve and budget is not None
-    future_peak: list[int] = []
+    profile: _MaxProfile | None = None
     if reserve:
         from commopt.sim import peak_memory
 
-        curve = peak_memory(graph, order, padded=True)[1]
-        future_peak = list(curve) + [0]
-        for k in range(n - 1, -1, -1):
-            if future_peak[k + 1] > future_peak[k]:
-                future_peak[k] = future_peak[k + 1]
+        profile = _MaxProfile(peak_memory(graph, order, padded=True)[1])
     ahead = bytearray(n)
-    ahead_bytes = 0
     front = 0
     uses = list(uses0)
     exposed = 0.0
@@ -366,21 +434,21 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
         return alloc[i] - freed
 
     def finish(i: int) -> None:
-        nonlocal live, peak, ahead_bytes, front
+        nonlocal live, peak, front
         if live > peak:
             peak = live
         done[i] = 1
         out.append(i)
         if reserve and alloc[i] and kind[i] is not K_IN and pos[i] > front:
             ahead[i] = 1
-            ahead_bytes += alloc[i]
+            profile.add(pos[i], alloc[i])
         for r in releases[i]:
             uses[r] -= 1
             if uses[r] == 0:
                 live -= alloc[r]
                 if ahead[r]:
                     ahead[r] = 0
-                    ahead_bytes -= alloc[r]
+                    profile.add(pos[r], -alloc[r])
             elif uses[r] == 1 and by_memory:
                 for u in users_of.get(r, ()):
                     if ready[u] and not done[u]:
@@ -396,17 +464,13 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
             if indeg[b] == 0:
                 push(b)
         while front < n and done[order[front]]:
-            r = order[front]
-            if ahead[r]:
-                ahead[r] = 0
-                ahead_bytes -= alloc[r]
             front += 1
 
     def reserved(i: int) -> bool:
         """Whether running ``i`` now would eat into the room the input order's future peak
         needs (always False for the frontier itself or without ``reserve``)."""
         return (reserve and pos[i] > front
-                and future_peak[front] + ahead_bytes + alloc[i] > budget)
+                and profile.max(front, pos[i]) + alloc[i] > budget)
 
     def next_compute(pressure: bool) -> int:
         while comp_need and done[comp_need[0][2]]:
