@@ -89,3 +89,23 @@ def test_reserving_the_input_orders_future_peak_keeps_early_work_within_budget()
     assert names.index("s") < names.index("p")
     order = ComputeOverlap().run(g, g.original_order, ctx)
     assert peak_memory(g, order, padded=True)[0] <= budget
+
+
+def test_max_profile_matches_a_plain_list_under_random_range_additions():
+    import random
+
+    from commopt.passes.compute_overlap import _MaxProfile
+
+    rng = random.Random(7)
+    for n in (1, 2, 5, 16, 37):
+        plain = [rng.randint(0, 100) for _ in range(n)]
+        profile = _MaxProfile(plain)
+        for _ in range(200):
+            if rng.random() < 0.5:
+                stop, value = rng.randint(0, n), rng.randint(-30, 30)
+                profile.add(stop, value)
+                plain[:stop] = [v + value for v in plain[:stop]]
+            else:
+                lo = rng.randint(0, n - 1)
+                hi = rng.randint(lo + 1, n)
+                assert profile.max(lo, hi) == max(plain[lo:hi])
