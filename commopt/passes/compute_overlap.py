@@ -166,7 +166,8 @@ class _Policy:
     memory: str = "input"
     #: reserve room for the input order's future peak: a node ahead of the input order's
     #: frontier (the first node not yet scheduled) runs without pressure only while the
-    #: bytes held by such nodes plus the input order's peak from the frontier on fit.
+    #: input order's live bytes, plus what nodes run ahead hold over the input positions
+    #: before their own, fit the budget from the frontier up to the node (:class:`_MaxProfile`).
     reserve: bool = False
 
 
