@@ -27,14 +27,11 @@ class RaiseComms(Pass):
     (kept unless cross-group reordering is allowed) or the graph inputs. A collective
     allocates its output when issued, so raising every FSDP all-gather to the top can blow
     the memory budget: collectives then rise at most ``factor x`` their own duration of
-    compute, the widest factor that fits the budget. As the last pass of the default
-    pipeline it then ``polish``-es the result (:mod:`commopt.passes.polish`: moves confirmed
-    by the simulator, never worse); ``polish=False`` leaves that out.
+    compute, the widest factor that fits the budget.
     """
 
     name: ClassVar[str] = "raise-comms"
     summary: ClassVar[str] = "move each collective up to just after its last dependency, within the memory budget"
-    polish: bool = True
 
     def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int]:
         """The raised order (see the class docstring)."""
@@ -76,9 +73,4 @@ class RaiseComms(Pass):
                           for i in range(n)]
             return demand_order(rev, lazy, fence, succs, step, window)[::-1]
 
-        raised = widest_fitting(graph, order, ctx.memory_budget_bytes, build)
-        if not self.polish:
-            return raised
-        from commopt.passes.polish import polish
-
-        return polish(graph, raised, ctx)
+        return widest_fitting(graph, order, ctx.memory_budget_bytes, build)

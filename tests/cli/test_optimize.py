@@ -38,7 +38,7 @@ def test_optimize_writes_graph_and_summary_that_verify(graph_file: Path, tmp_pat
     assert summary.output == "g.json" and (out / "g.json").is_file()
     assert summary.after.makespan_us <= summary.before.makespan_us
     assert summary.after.peak_memory_bytes <= summary.memory_budget_bytes
-    assert [p.name for p in summary.passes] == ["compute-overlap", "sink-waits", "raise-comms"]
+    assert [p.name for p in summary.passes] == ["compute-overlap", "sink-waits", "raise-comms", "polish"]
     assert summary.estimator == "analytical" and summary.optimizer_seconds is not None
     assert graph_file.read_bytes() == before  # the input is never modified
     assert len(load_graph(out / "g.json")) == summary.nodes

@@ -78,5 +78,5 @@ def test_passes_lists_builtins_and_default_pipeline(capsys):
     payload = PassList.model_validate_json(capsys.readouterr().out)
     names = [p.name for p in payload.passes]
     assert {"sink-waits", "raise-comms", "compute-overlap"} <= set(names)
-    assert payload.default_pipeline == ["compute-overlap", "sink-waits", "raise-comms"]
+    assert payload.default_pipeline == ["compute-overlap", "sink-waits", "raise-comms", "polish"]
     assert all(p.broken is None for p in payload.passes if p.source == "builtin")

@@ -63,10 +63,11 @@ def test_polish_does_nothing_without_effort_budget():
     assert polish(g, g.original_order, ctx, max_work=0) == g.original_order
 
 
-def test_raise_comms_polishes_unless_told_not_to():
+def test_polish_after_raise_comms_hides_what_raising_alone_leaves_exposed():
     g = _graph()
     ctx = PassContext.for_graph(g, _durations(g), max_memory_increase=10.0)
-    plain = _names(g, RaiseComms(polish=False).run(g, g.original_order, ctx))
-    polished = _names(g, RaiseComms().run(g, g.original_order, ctx))
+    raised = RaiseComms().run(g, g.original_order, ctx)
+    plain = _names(g, raised)
+    polished = _names(g, Polish().run(g, raised, ctx))
     assert plain.index("y1") > plain.index("ar_wait")
     assert polished.index("y2") < polished.index("ar_wait")
