@@ -1,24 +1,31 @@
-"""Built-in defaults of every configurable setting, in one place.
+"""Built-in defaults of every configurable setting, gathered in one table.
 
-Configuration files and command-line flags override these (see :mod:`commopt.config`).
-``None`` means "not set": the feature it controls is off (check thresholds) or the value is
-derived (profile and table files).
+Configuration files and command-line flags override these (see :mod:`commopt.config`). Values
+owned by a subsystem are imported from it, so there is one source for each. ``None`` means
+"not set": the feature it controls is off (check thresholds) or there is no file (profile,
+table).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from commopt.buffers.planner import DEFAULT_ALIGN_BYTES
+from commopt.estimators.options import EstimatorOptions
+from commopt.passes.base import DEFAULT_MAX_MEMORY_INCREASE, DEFAULT_PIPELINE
+
+_ESTIMATOR = EstimatorOptions()
+
 DEFAULTS: dict[str, Any] = {
-    "passes": None,
-    "estimator": "analytical",
-    "hardware": "h100",
-    "gpus_per_node": 8,
+    "passes": ",".join(DEFAULT_PIPELINE),
+    "estimator": _ESTIMATOR.estimator,
+    "hardware": _ESTIMATOR.hardware,
+    "gpus_per_node": _ESTIMATOR.gpus_per_node,
     "profile": None,
     "table": None,
-    "max_memory_increase": None,
+    "max_memory_increase": DEFAULT_MAX_MEMORY_INCREASE,
     "allow_cross_group_reorder": False,
-    "align": None,
+    "align": DEFAULT_ALIGN_BYTES,
     "comm_buffers": "all",
     "max_exposed_comm_us": None,
     "min_overlap": None,
