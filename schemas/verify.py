@@ -29,7 +29,7 @@ class PassInfo(BaseModel):
     """A registered pass."""
 
     name: str
-    source: str = Field(description="'builtin' or the entry point and distribution")
+    source: str = Field(description="'built-in' or the plug-in distribution")
     summary: str | None
     broken: str | None = Field(None, description="why the plug-in cannot be loaded")
 

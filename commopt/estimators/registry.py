@@ -14,14 +14,15 @@ of that name, as its first argument when it requires one, else with no argument.
 
 from __future__ import annotations
 
-import importlib
 import inspect
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from commopt.errors import OptionError, suggest
 from commopt.estimators.base import Estimator, EstimatorChain, EstimatorError
 from commopt.estimators.options import EstimatorOptions
+from commopt.plugins import BUILTIN_SOURCE, PluginEntry, import_target
+from commopt.plugins import discover as discover_plugins
 
 ENTRY_POINT_GROUP = "commopt.estimators"
 
@@ -34,66 +35,27 @@ BUILTINS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class EstimatorInfo:
-    """One estimator name and where it comes from; ``error`` is set when it cannot load."""
-
-    name: str
-    source: str
-    target: str
-    error: str | None = None
-
-    @property
-    def broken(self) -> bool:
-        """Whether loading it failed (or it is defined twice)."""
-        return self.error is not None
+#: One estimator name and where it comes from; ``error`` is set when it cannot load.
+EstimatorInfo = PluginEntry
 
 
 def discover() -> dict[str, EstimatorInfo]:
-    """Every estimator name: built-ins, then entry-point plug-ins sorted by name.
-
-    Nothing is imported here; a name defined by two sources is returned with an ``error``
-    naming both.
-    """
-    from importlib.metadata import entry_points
-
-    found: dict[str, EstimatorInfo] = {
-        name: EstimatorInfo(name, "built-in", target) for name, target in BUILTINS.items()
-    }
-    eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: (ep.name, ep.value))
-    for ep in eps:
-        dist = getattr(ep, "dist", None)
-        source = f"plug-in {dist.name} {dist.version}" if dist is not None else "plug-in"
-        info = EstimatorInfo(ep.name, source, ep.value)
-        prev = found.get(ep.name)
-        if prev is not None:
-            if prev.source == source and prev.target == ep.value:
-                continue  # the same distribution seen twice on sys.path
-            info = replace(prev, error=f"defined twice: by {prev.source} ({prev.target}) and by "
-                                       f"{source} ({ep.value})")
-        found[ep.name] = info
-    return found
+    """Every estimator name: built-ins, then entry-point plug-ins sorted by name (nothing is
+    imported; see :func:`commopt.plugins.discover`)."""
+    return discover_plugins(ENTRY_POINT_GROUP, BUILTINS)
 
 
 def list_estimators() -> list[EstimatorInfo]:
     """Every known estimator with its status; plug-ins are imported to find broken ones."""
     out = []
     for _name, info in sorted(discover().items()):
-        if info.error is None and info.source != "built-in":
+        if info.error is None and info.source != BUILTIN_SOURCE:
             try:
-                _import_target(info.target)
+                import_target(info.target)
             except Exception as exc:  # a broken plug-in must not break the listing
                 info = replace(info, error=f"failed to import: {type(exc).__name__}: {exc}")
         out.append(info)
     return out
-
-
-def _import_target(target: str) -> Any:
-    module, _, attr = target.partition(":")
-    obj = importlib.import_module(module)
-    for part in attr.split(".") if attr else ():
-        obj = getattr(obj, part)
-    return obj
 
 
 def _instantiate(obj: Any, options: EstimatorOptions, label: str) -> Estimator:
@@ -128,7 +90,7 @@ def load_one(name: str, options: EstimatorOptions, known: dict[str, EstimatorInf
     """Build the estimator ``name`` (a known name or ``module:attr``)."""
     if ":" in name:
         try:
-            obj = _import_target(name)
+            obj = import_target(name)
         except Exception as exc:
             raise OptionError(f"cannot load estimator {name!r}: {type(exc).__name__}: {exc}",
                               field="--estimator") from None
@@ -141,7 +103,7 @@ def load_one(name: str, options: EstimatorOptions, known: dict[str, EstimatorInf
     if info.error is not None:
         raise OptionError(f"estimator {name!r}: {info.error}", field="--estimator")
     try:
-        obj = _import_target(info.target)
+        obj = import_target(info.target)
     except Exception as exc:
         raise OptionError(f"estimator {name!r} ({info.source}) failed to import: "
                           f"{type(exc).__name__}: {exc}", field="--estimator") from None

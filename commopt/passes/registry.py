@@ -9,12 +9,13 @@ stop anything else.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from functools import lru_cache
 
 from commopt.errors import CommoptError, OptionError, suggest
 from commopt.passes.base import Pass
+from commopt.plugins import PluginEntry, import_target
+from commopt.plugins import discover as discover_plugins
 
 ENTRY_POINT_GROUP = "commopt.passes"
 
@@ -32,15 +33,6 @@ class PluginError(CommoptError):
 
 
 @dataclass(frozen=True)
-class PassEntry:
-    """Where a registered pass comes from: 'builtin' or 'entry point NAME (dist D)'."""
-
-    name: str
-    target: str
-    source: str
-
-
-@dataclass(frozen=True)
 class BrokenPass:
     """A plug-in that could not be loaded, and why."""
 
@@ -52,7 +44,7 @@ class BrokenPass:
 class PassRegistry:
     """The registered passes; :func:`get_registry` returns the process-wide one."""
 
-    def __init__(self, entries: dict[str, PassEntry]) -> None:
+    def __init__(self, entries: dict[str, PluginEntry]) -> None:
         self.entries = dict(sorted(entries.items()))
         self._loaded: dict[str, type[Pass]] = {}
         self._broken: dict[str, BrokenPass] = {}
@@ -71,7 +63,7 @@ class PassRegistry:
             return self._loaded[name]
         entry = self.entries[name]
         try:
-            cls = _import(entry.target)
+            cls = import_target(entry.target)
             _validate(name, cls)
         except Exception as exc:  # a plug-in may fail any way; report it, do not crash
             broken = BrokenPass(name, entry.source, f"{type(exc).__name__}: {exc}")
@@ -99,14 +91,6 @@ class PassRegistry:
         return [self._broken[n] for n in sorted(self._broken)]
 
 
-def _import(target: str) -> type:
-    module, _, attr = target.partition(":")
-    obj = importlib.import_module(module)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 def _validate(name: str, cls: object) -> None:
     if not (isinstance(cls, type) and issubclass(cls, Pass)):
         raise TypeError(f"{cls!r} is not a subclass of commopt.passes.base.Pass")
@@ -115,22 +99,15 @@ def _validate(name: str, cls: object) -> None:
 
 
 def discover(entry_points=None) -> PassRegistry:
-    """Build a registry from the built-ins and the ``commopt.passes`` entry points.
+    """Build a registry from the built-ins and the ``commopt.passes`` entry points
+    (:func:`commopt.plugins.discover`); a name claimed twice is an error naming both.
 
     ``entry_points`` (for tests) replaces what :mod:`importlib.metadata` finds.
     """
-    if entry_points is None:
-        from importlib.metadata import entry_points as _eps
-
-        entry_points = list(_eps(group=ENTRY_POINT_GROUP))
-    entries = {name: PassEntry(name, target, "builtin") for name, target in BUILTIN.items()}
-    for ep in sorted(entry_points, key=lambda e: (e.name, e.value)):
-        dist = getattr(getattr(ep, "dist", None), "name", None) or "?"
-        source = f"entry point {ep.name!r} ({ep.value}, dist {dist})"
-        if ep.name in entries:
-            raise PluginError(f"two passes are named {ep.name!r}: {entries[ep.name].source} "
-                              f"and {source}", field="passes")
-        entries[ep.name] = PassEntry(ep.name, ep.value, source)
+    entries = discover_plugins(ENTRY_POINT_GROUP, BUILTIN, entry_points)
+    for entry in entries.values():
+        if entry.error is not None:
+            raise PluginError(f"two passes are named {entry.name!r}: {entry.error}", field="passes")
     return PassRegistry(entries)
 
 

@@ -79,4 +79,4 @@ def test_passes_lists_builtins_and_default_pipeline(capsys):
     names = [p.name for p in payload.passes]
     assert {"sink-waits", "raise-comms", "compute-overlap"} <= set(names)
     assert payload.default_pipeline == ["compute-overlap", "sink-waits", "raise-comms", "polish"]
-    assert all(p.broken is None for p in payload.passes if p.source == "builtin")
+    assert all(p.broken is None for p in payload.passes if p.source == "built-in")

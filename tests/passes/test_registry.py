@@ -36,7 +36,7 @@ def test_unknown_and_empty_pass_names_are_option_errors():
 def test_a_plugin_named_like_a_builtin_is_an_error_naming_both():
     with pytest.raises(PluginError) as exc:
         discover([_ep("sink-waits", "somewhere.else:Sink")])
-    assert "builtin" in str(exc.value) and "somewhere.else:Sink" in str(exc.value)
+    assert "built-in" in str(exc.value) and "somewhere.else:Sink" in str(exc.value)
 
 
 def test_broken_plugins_are_listed_and_loading_them_is_a_plugin_error():
