@@ -26,7 +26,7 @@ from commopt.cli.options import emit_json, format_option, graph_argument, group_
               help="Allowed growth over the baseline in percent [default: 0].")
 @click.option("--as-is", is_flag=True, help="Check the file's own order instead of commopt's.")
 @click.option("--passes", default=None, metavar="A,B,C", help="Pass pipeline used for the check.")
-@click.option("--max-memory-increase", type=click.FloatRange(min=0), default=None, metavar="F",
+@click.option("--max-memory-increase", type=float, default=None, metavar="F",
               help="Memory budget of the passes (fraction of the original peak).")
 @click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False, path_type=str),
               default=None, help="Also write a Markdown summary to this file.")

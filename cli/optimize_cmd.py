@@ -18,7 +18,8 @@ from commopt.cli.progress import stage_progress
 @click.option("--passes", default=None, metavar="A,B,C",
               help="Pass pipeline (see `commopt passes`) [default: the measured best pipeline].")
 @click.option("--max-memory-increase", type=float, default=None, metavar="F",
-              help="Peak live memory may grow by this fraction of the original's peak [default: 0.1].")
+              help="Peak live memory may grow by this fraction of the original's peak; negative asks "
+                   "for less memory than the original [default: 0.1].")
 @click.option("--allow-cross-group-reorder/--keep-cross-group-order", default=None,
               help="Let collectives of different process groups change their relative order "
                    "(same-group order is always kept) [default: keep].")

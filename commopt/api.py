@@ -171,6 +171,13 @@ def optimize(
         names = []
         notes.append("the graph has no collectives: nothing to overlap, order unchanged")
     t_passes = time.perf_counter() - t2
+    if ctx.memory_budget_bytes is not None and colls:
+        from commopt.sim import peak_memory
+
+        final_peak = peak_memory(g, pipeline.order, padded=True)[0]
+        if final_peak > ctx.memory_budget_bytes:
+            notes.append(f"memory budget not met: no order within {ctx.memory_budget_bytes:,} B was "
+                         f"found; the result peaks at {final_peak:,} B (padded sizes)")
 
     stem = Path(g.source_path).stem if g.source_path else g.name
     counts = Counter((g.nodes[c].collective.group, g.nodes[c].collective.type) for c in colls)

@@ -20,7 +20,7 @@ class ConfigFile(BaseModel):
     gpus_per_node: int | None = Field(None, ge=1)
     profile: str | None = Field(None, description="calibrated profile JSON or Kineto trace")
     table: str | None = Field(None, description="JSON/CSV duration table")
-    max_memory_increase: float | None = Field(None, ge=0)
+    max_memory_increase: float | None = Field(None, gt=-1, le=100)
     allow_cross_group_reorder: bool | None = None
     align: int | None = Field(None, ge=1)
     comm_buffers: str | None = None

@@ -73,3 +73,13 @@ def test_an_estimator_failing_on_a_node_names_node_and_estimator():
         commopt.optimize(g, estimator="tests.test_api:FailsOnAllReduce")
     assert exc.value.node == "tp_ar0"
     assert "fails-on-all-reduce" in str(exc.value)
+
+
+def test_negative_memory_increase_asks_for_less_memory_than_the_original(samples_dir):
+    src = samples_dir / "ws8" / "mesh2d.json"
+    tight = commopt.optimize(src, max_memory_increase=-0.05, timings=False).summary
+    assert tight.after.peak_memory_bytes < tight.before.peak_memory_bytes
+    assert tight.after.makespan_us < tight.before.makespan_us
+    assert not any(n.startswith("memory budget not met") for n in tight.notes)
+    impossible = commopt.optimize(src, max_memory_increase=-0.9, timings=False).summary
+    assert any(n.startswith("memory budget not met") for n in impossible.notes)

@@ -100,9 +100,14 @@ class PassContext:
 
 
 def check_max_memory_increase(value: float) -> None:
-    """Raise :class:`OptionError` unless ``0 <= value <= 100`` (a fraction, not percent)."""
-    if not (isinstance(value, (int, float)) and 0.0 <= float(value) <= 100.0):
-        raise OptionError(f"max_memory_increase must be a fraction between 0 and 100, got {value!r}",
+    """Raise :class:`OptionError` unless ``-1 < value <= 100`` (a fraction, not percent).
+
+    A negative value asks for an order whose peak is *below* the original's (the passes then
+    favour memory; when no such order is found the best one found is kept and the summary
+    says the budget was not met).
+    """
+    if not (isinstance(value, (int, float)) and -1.0 < float(value) <= 100.0):
+        raise OptionError(f"max_memory_increase must be a fraction above -1 and at most 100, got {value!r}",
                           field="max_memory_increase")
 
 

@@ -66,7 +66,7 @@ def test_unknown_pass_suggests_the_closest(graph_file: Path, tmp_path: Path, cap
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("value", ["-0.5", "1000", "nan"])
+@pytest.mark.parametrize("value", ["-1", "1000", "nan"])
 def test_memory_increase_out_of_range_is_one_line_exit_2(graph_file: Path, tmp_path: Path, capsys, value):
     assert _run(["optimize", str(graph_file), "-o", str(tmp_path / "o"), f"--max-memory-increase={value}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
