@@ -7,18 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from commopt.cli.main import main
 from commopt.io import load_graph
 from commopt.io.json_graph import save_json_graph
 from commopt.ir.builder import GraphBuilder
 from commopt.schemas.summary import Summary
 from commopt.synth import fsdp_tp_stack
-
-
-def _run(argv: list[str]) -> int:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    return exc.value.code
+from tests.cli_run import run_cli as _run
 
 
 @pytest.fixture

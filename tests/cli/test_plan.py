@@ -10,16 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from commopt.cli.main import main
 from commopt.io.json_graph import save_json_graph
 from commopt.schemas.buffer_plan import BufferPlan, PlanVerification
 from commopt.synth import fsdp_tp_stack
-
-
-def _run(argv: list[str]) -> int:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    return exc.value.code
+from tests.cli_run import run_cli as _run
 
 
 @pytest.fixture

@@ -7,16 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from commopt.cli.main import main
 from commopt.io.json_graph import graph_to_document, save_json_graph
 from commopt.schemas.verify import PassList, VerifyReport
 from commopt.synth import fsdp_tp_stack
-
-
-def _run(argv: list[str]) -> int:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    return exc.value.code
+from tests.cli_run import run_cli as _run
 
 
 @pytest.fixture

@@ -7,16 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from commopt.cli.main import main
 from commopt.io.json_graph import save_json_graph
 from commopt.schemas.codegen import CodegenResult
+from tests.cli_run import run_cli as _run
 from tests.codegen.conftest import tiny_graph
-
-
-def _run(argv: list[str]) -> int:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    return exc.value.code
 
 
 @pytest.fixture

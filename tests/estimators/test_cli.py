@@ -7,18 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from commopt.cli.main import main
 from commopt.io.json_graph import save_json_graph
 from commopt.schemas.estimate import EstimateReport
 from commopt.schemas.profile import ProfileModel
 from commopt.synth import fsdp_tp_stack
+from tests.cli_run import run_cli as _run
 from tests.estimators.traces import new_format_trace, write
-
-
-def _run(argv: list[str]) -> int:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    return exc.value.code
 
 
 @pytest.fixture
