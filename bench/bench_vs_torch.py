@@ -71,7 +71,7 @@ def _commopt(graph, durations, increase_bytes: int, peak_bytes: int, lower_bound
     between passes excluded)."""
     import commopt
 
-    fraction = min(100.0, increase_bytes / max(1, peak_bytes))
+    fraction = max(-0.99, min(100.0, increase_bytes / max(1, peak_bytes)))
     result = commopt.optimize(graph, durations_us=durations, max_memory_increase=fraction,
                               allow_cross_group_reorder=True)
     passes_s = sum(r.seconds for r in result.pipeline.records)
@@ -129,8 +129,8 @@ def compare_graph(bg: graphs.BenchGraph) -> tuple[dict, list[Outcome]]:
                              f"commopt (+{DEFAULT_MAX_MEMORY_INCREASE:.0%})"))
     best = _best_torch(outcomes)
     if best is not None:
-        outcomes.append(_commopt(graph, durations, max(0, best.peak_bytes - peak), peak, lb,
-                                 EQUAL_PEAK))
+        # negative when torch's order peaks below the original: commopt is asked for that too
+        outcomes.append(_commopt(graph, durations, best.peak_bytes - peak, peak, lb, EQUAL_PEAK))
     info = {"graph": bg.name, "nodes": len(graph), "collectives": len(graph.collectives())}
     return info, outcomes
 
