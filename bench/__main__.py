@@ -27,7 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--quick", action="store_true", help="smaller sizes (smoke run)")
     parser.add_argument("--only", nargs="*", default=None, help="module names, e.g. bench_io")
-    parser.add_argument("--output", default=str(ROOT / "BENCHMARKS.md"))
+    parser.add_argument("--output", default=None,
+                        help="Markdown file to write [default: BENCHMARKS.md for a full run; a "
+                             "run with --only prints its sections and writes nothing unless given]")
     args = parser.parse_args(argv)
     names = sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_"))
     if args.only:
@@ -46,8 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         text = module.run(quick=args.quick)
         print(text, flush=True)
         sections.append(text.rstrip() + f"\n\n_{name} ran in {time.perf_counter() - t0:.1f} s._\n")
-    Path(args.output).write_text("\n".join(sections), encoding="utf-8")
-    print(f"wrote {args.output}", file=sys.stderr)
+    output = args.output or (None if args.only else str(ROOT / "BENCHMARKS.md"))
+    if output is None:
+        print("--only: BENCHMARKS.md left as it was (give --output to write a file)", file=sys.stderr)
+        return 0
+    Path(output).write_text("\n".join(sections), encoding="utf-8")
+    print(f"wrote {output}", file=sys.stderr)
     return 0
 
 
