@@ -61,15 +61,20 @@ class LazyGroup(click.Group):
         other exception is a bug: traceback and a request to report it.
         """
         try:
-            rv = super().main(args, prog_name or "commopt", complete_var, standalone_mode=False, **extra)
+            rv = super().main(args, "commopt", complete_var, standalone_mode=False, **extra)
         except CommoptError as exc:
             click.echo(f"commopt: error: {exc}", err=True)
             sys.exit(int(exc.exit_code))
         except click.exceptions.Abort:
             click.echo("commopt: aborted", err=True)
             sys.exit(int(ExitCode.USER_ERROR))
-        except click.ClickException as exc:
-            exc.show()
+        except click.ClickException as exc:  # bad usage: one line too, with where to look
+            hint = ""
+            ctx = getattr(exc, "ctx", None)
+            if ctx is not None:
+                hint = f" (see '{ctx.command_path} --help')"
+            message = " ".join(exc.format_message().split())
+            click.echo(f"commopt: error: {message}{hint}", err=True)
             sys.exit(int(ExitCode.USER_ERROR))
         except KeyboardInterrupt:
             click.echo("commopt: interrupted", err=True)

@@ -63,3 +63,11 @@ def test_bad_graph_is_one_line_on_stderr_with_exit_2(tmp_path):
     assert r.stdout == ""
     (line,) = r.stderr.strip().splitlines()
     assert line.startswith("commopt: error: ") and "unsupported format version 7" in line
+
+
+def test_bad_option_value_is_one_line_with_where_to_look():
+    r = _invoke("optimize", "g.json", "-o", "out", "--gpus-per-node", "0")
+    assert r.exit_code == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("commopt: error: Invalid value for '--gpus-per-node'")
+    assert line.endswith("(see 'commopt optimize --help')")
