@@ -18,21 +18,12 @@ from commopt.cli.options import (
 
 
 def load_plan(path: str):
-    """Read and validate a buffer plan file (``commopt plan`` output); user errors are one line."""
-    from pydantic import ValidationError
-
-    from commopt.errors import OptionError
+    """A buffer plan file (``commopt plan`` output): :func:`commopt.buffers.load_plan` after the
+    same missing/empty-file checks as every other input."""
+    from commopt.buffers import load_plan as read_plan
     from commopt.io import check_input_path
-    from commopt.io.json_graph import read_json_file
-    from commopt.schemas.buffer_plan import BufferPlan
 
-    raw = read_json_file(check_input_path(path))
-    try:
-        return BufferPlan.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-        raise OptionError(f"not a buffer plan: {err['msg']}", file=path, field=where) from None
+    return read_plan(check_input_path(path))
 
 
 @click.command("codegen")

@@ -92,6 +92,11 @@ class InvariantViolation(Exception):
     """A pass produced an order that breaks an invariant: a bug in commopt or in a plug-in."""
 
 
+def json_path(loc: tuple | list) -> str:
+    """A pydantic error location as a JSON path: ``("nodes", 3, "kind")`` -> ``$.nodes[3].kind``."""
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+
+
 def suggest(name: str, choices: list[str] | tuple[str, ...]) -> str:
     """' (did you mean 'x'?)' for the closest choice, or '' when nothing is close."""
     import difflib

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from commopt.errors import GraphError
+from commopt.errors import GraphError, json_path
 from commopt.io import atomic
 from commopt.schemas.buffer_plan import FORMAT_NAME, BufferPlan
 
@@ -44,6 +44,6 @@ def load_plan(path: str | os.PathLike[str]) -> BufferPlan:
         return BufferPlan.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = "$" + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"])
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise GraphError(f"schema violation: {err['msg']}{more}", file=str(p), field=field) from None
+        raise GraphError(f"not a buffer plan: {err['msg']}{more}", file=str(p),
+                         field=json_path(err["loc"])) from None

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from commopt.errors import GraphError, OptionError
+from commopt.errors import GraphError, OptionError, json_path
 from commopt.ir.graph import Graph, ProcessGroup
 from commopt.schemas.groups import (
     GROUPS_FORMAT_NAME,
@@ -163,8 +163,7 @@ def parse_groups_text(text: str, *, file: str | None = None) -> GroupsDocument:
         return GroupsDocument.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-        raise GraphError(f"schema violation: {err['msg']}", file=file, field=where) from None
+        raise GraphError(f"schema violation: {err['msg']}", file=file, field=json_path(err["loc"])) from None
 
 
 def read_groups_file(path: str | os.PathLike[str]) -> GroupsDocument:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from commopt.errors import GraphError
+from commopt.errors import GraphError, json_path
 from commopt.io import atomic
 from commopt.ir import args as argcodec
 from commopt.ir.graph import (
@@ -101,7 +101,7 @@ def graph_from_document(raw: Any, *, file: str | None = None, name_default: str 
 def _schema_error(exc: ValidationError, raw: dict[str, Any], file: str | None) -> GraphError:
     err = exc.errors()[0]
     loc = err["loc"]
-    path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+    path = json_path(loc)
     node = None
     if len(loc) >= 2 and loc[0] == "nodes" and isinstance(loc[1], int):
         try:

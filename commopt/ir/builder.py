@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from commopt.ir.graph import (
-    DTYPE_BYTES,
     CollectiveInfo,
     Graph,
     Node,
@@ -149,11 +148,3 @@ class GraphBuilder:
         """Validate and build the :class:`Graph`."""
         return Graph.build(list(self.nodes), dict(self.groups), name=self.name,
                            source_format="json", world_size=self.world_size, mesh=self.mesh)
-
-
-def bytes_of(shape: Sequence[int], dtype: str = "float32") -> int:
-    """Bytes of a tensor of ``shape`` and ``dtype``."""
-    n = 1
-    for d in shape:
-        n *= d
-    return n * DTYPE_BYTES.get(dtype, 4)
