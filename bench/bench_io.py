@@ -66,6 +66,7 @@ def _json_rows(nodes_wanted: int, repeat: int) -> list[list]:
 
 def _sample_rows(repeat: int) -> list[list]:
     from commopt.io import load_graph, save_graph
+    from commopt.synth import late_first_order
 
     rows = []
     for suffix in (".pt2", ".json"):
@@ -76,30 +77,12 @@ def _sample_rows(repeat: int) -> list[list]:
         label = f"largest {suffix} sample: {path.parent.name}/{path.name} ({path.stat().st_size / 1e3:.0f} kB)"
         load_w, load_c, graph = _timed(lambda p=path: load_graph(p), repeat)
         rows.append([label, f"load_graph ({len(graph)} nodes)", load_w, load_c, ""])
-        order = _late_first_order(graph)
+        order = late_first_order(graph)
         with tempfile.TemporaryDirectory(prefix="commopt-bench-io-") as tmp:
             out = Path(tmp) / path.name
             save_w, save_c, _ = _timed(lambda g=graph, o=out, od=order: save_graph(g, o, od), repeat)
         rows.append(["", "save_graph (in a new order)", save_w, save_c, ""])
     return rows
-
-
-def _late_first_order(graph) -> list[int]:
-    """A legal order far from the original: of the ready nodes, the latest one first."""
-    import heapq
-
-    indeg = [len(graph.preds(i)) for i in range(len(graph))]
-    ready = [-i for i, d in enumerate(indeg) if d == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        i = -heapq.heappop(ready)
-        order.append(i)
-        for j in graph.succs(i):
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                heapq.heappush(ready, -j)
-    return order
 
 
 def run(quick: bool) -> str:

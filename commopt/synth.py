@@ -9,6 +9,7 @@ Deterministic for a given seed.
 
 from __future__ import annotations
 
+import heapq
 import random
 
 from commopt.ir.builder import GraphBuilder
@@ -100,3 +101,24 @@ def graph_with_nodes(target_nodes: int, *, dp: int = 8, tp: int = 1, seed: int =
     fixed = 4  # tokens, loss, grad seed, output
     layers = max(1, round((target_nodes - fixed) / per_layer))
     return fsdp_tp_stack(layers, dp=dp, tp=tp, seed=seed, hidden=512, tokens=1024)
+
+
+def late_first_order(graph: Graph) -> list[int]:
+    """A topological order of all data and ordering edges that, whenever several nodes are
+    ready, runs the one that came last in the original order: far from the original order,
+    yet legal (write-back tests and benchmarks use it)."""
+    n = len(graph)
+    indeg = [len(graph.preds(i)) for i in range(n)]
+    ready = [-i for i in range(n) if indeg[i] == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = -heapq.heappop(ready)
+        order.append(i)
+        for j in graph.succs(i):
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(ready, -j)
+    if len(order) != n:
+        raise ValueError("graph has a cycle")
+    return order

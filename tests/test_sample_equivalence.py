@@ -15,8 +15,8 @@ import pytest
 import commopt
 from commopt.check import verify_reordered
 from commopt.io import load_graph, save_graph
+from commopt.synth import late_first_order
 from tests.distributed import run_archives, run_gloo
-from tests.io.orders import late_first_order
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_graphs"
 FORMS = ("original", "re-saved in another order", "optimized")

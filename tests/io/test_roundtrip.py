@@ -10,7 +10,7 @@ import pytest
 from commopt.io import load_graph, save_graph
 from commopt.io.json_graph import save_json_graph
 from commopt.ir.graph import NodeKind
-from tests.io.orders import late_first_order
+from commopt.synth import late_first_order
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_graphs"
 PT2 = sorted(SAMPLES.glob("ws*/*.pt2"))
