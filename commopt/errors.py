@@ -62,12 +62,6 @@ class CommoptError(Exception):
             parts.append(f"field {self.field}")
         return ", ".join(parts)
 
-    def located(self, *, file: str | None = None) -> CommoptError:
-        """Fill in the file when the raiser did not know it; returns self for chaining."""
-        if self.file is None and file is not None:
-            self.file = file
-        return self
-
     def __str__(self) -> str:
         where = self.where()
         text = " ".join(self.message.split("\n"))

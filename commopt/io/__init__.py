@@ -9,8 +9,6 @@ from typing import Any
 from commopt.errors import GraphError
 from commopt.ir.graph import Graph
 
-GRAPH_SUFFIXES = (".pt2", ".json")
-
 
 def check_input_path(path: str | os.PathLike[str]) -> Path:
     """Return ``path`` as a Path after checking it names a readable, non-empty file."""

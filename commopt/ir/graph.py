@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -119,12 +119,6 @@ class ProcessGroup:
     size: int
     ranks: tuple[int, ...] | None = None
     mesh_dim: str | None = None
-
-    def spans_nodes(self, gpus_per_node: int) -> bool | None:
-        """Whether the group has ranks on more than one host (None when ranks are unknown)."""
-        if self.ranks is None:
-            return None
-        return len({r // gpus_per_node for r in self.ranks}) > 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,10 +311,6 @@ class Graph:
     def waits_of(self, collective: int) -> tuple[int, ...]:
         """The waits completing ``collective`` (one, or one per tensor when coalesced)."""
         return self._waits_of.get(collective, ())
-
-    def reordered(self, order: Iterable[int]) -> list[Node]:
-        """The nodes in ``order`` (a permutation of indices)."""
-        return [self.nodes[i] for i in order]
 
 
 def _csr(lists: list[list[int]], *, dedupe: bool) -> tuple[array, array]:
