@@ -16,14 +16,6 @@ from commopt.cli.options import (
 )
 
 
-def _fmt_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 @click.command("inspect")
 @graph_argument
 @group_options
@@ -32,6 +24,7 @@ def _fmt_bytes(n: int) -> str:
 def inspect_cmd(app: App, graph: str, groups_file: str | None, mesh: str | None, fmt: str) -> None:
     """Show node counts, collectives by group and type, inputs, outputs and warnings."""
     from commopt.inspect import inspect_graph
+    from commopt.report.fmt import nbytes
 
     report = inspect_graph(load_graph_for_cli(graph, groups_file, mesh))
     if fmt == "json":
@@ -51,7 +44,7 @@ def inspect_cmd(app: App, graph: str, groups_file: str | None, mesh: str | None,
             t.add_column(col, justify="right" if col in ("size", "count", "bytes") else "left")
         for c in report.collectives:
             ranks = "?" if c.ranks is None else (str(c.ranks) if len(c.ranks) <= 8 else f"{len(c.ranks)} ranks")
-            t.add_row(c.group, str(c.group_size), ranks, c.type, str(c.count), _fmt_bytes(c.total_bytes))
+            t.add_row(c.group, str(c.group_size), ranks, c.type, str(c.count), nbytes(c.total_bytes))
         out.print(t)
     out.print(f"inputs: {len(report.inputs)}  outputs: {len(report.outputs)}")
     for w in report.warnings:
