@@ -4,6 +4,7 @@ torch's ``comm_analysis``, and estimation / simulation time at 100,000 nodes."""
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
 import time
 from pathlib import Path
@@ -11,7 +12,8 @@ from pathlib import Path
 from bench.util import table
 
 ROOT = Path(__file__).resolve().parent.parent
-TRACES = ROOT.parent / "shared" / "data" / "traces"
+#: Real profiler traces; not in the repository (``COMMOPT_TRACES`` points at a copy).
+TRACES = Path(os.environ.get("COMMOPT_TRACES", ROOT.parent / "shared" / "data" / "traces"))
 
 
 # ---------------------------------------------------------------------------- profile accuracy
@@ -69,7 +71,7 @@ def profile_accuracy(quick: bool) -> str:
     from commopt.estimators.kineto import parse_trace
 
     if not TRACES.is_dir():
-        return "_no traces at ../shared/data/traces: profile accuracy skipped._\n"
+        return "_no real traces found (set COMMOPT_TRACES): profile accuracy skipped._\n"
     files = sorted((TRACES / "hta").glob("*.json.gz"))
     if quick:
         files = [f for f in files if f.name == "nccl_data.json.gz"]

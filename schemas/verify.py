@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 
 
 class ViolationModel(BaseModel):
-    """One broken invariant (numbers as in DESIGN.md; 0: the node sets differ)."""
+    """One broken invariant (numbers as in docs/design.md; 0: the node sets differ)."""
 
     invariant: int
     title: str

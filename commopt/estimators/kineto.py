@@ -1,6 +1,6 @@
 """Reading PyTorch profiler (Kineto) Chrome-trace JSON into cost samples.
 
-What comes out (see ``/work/shared/data/traces/TRACE_FORMAT.md`` for the formats):
+What comes out (the two trace formats are described in ``docs/estimators.md``):
 
 - one :class:`CollectiveSample` per NCCL kernel: the collective from the kernel's own args
   (newer traces: ``Collective name``, ``In/Out msg nelems``, ``dtype``, ``Group size``), else

@@ -6,7 +6,7 @@ aliases, and whether it is an ordering barrier. Schema facts are cached per over
 classifying a 100,000-node graph costs one dictionary lookup per node after the first of
 each op.
 
-Rules (see DESIGN.md, "The graph IR"):
+Rules (see docs/design.md, "The graph IR"):
 
 - ``_c10d_functional.*`` collectives (and ``_c10d_functional_autograd.*``) are COLLECTIVE, with
   their type, group name, reduce op; ``wait_tensor`` is WAIT;

@@ -61,7 +61,7 @@ def test_collective_names_normalize():
     assert collective_type("aten::mm") is None
 
 
-needs_traces = pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="../shared/data/traces not present")
+needs_traces = pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="no real traces (set COMMOPT_TRACES)")
 
 
 @needs_traces

@@ -105,7 +105,7 @@ def test_profile_needs_a_file_and_a_valid_model(tmp_path):
         load_profile(bad)
 
 
-@pytest.mark.skipif(not (SHARED_TRACES / "hta" / "nccl_data.json.gz").is_file(), reason="no shared traces")
+@pytest.mark.skipif(not (SHARED_TRACES / "hta" / "nccl_data.json.gz").is_file(), reason="no real traces (set COMMOPT_TRACES)")
 def test_real_trace_reproduces_a_measured_size():
     model = calibrate(SHARED_TRACES / "hta" / "nccl_data.json.gz", steps=[4, 5])
     est = ProfileEstimator(model)
