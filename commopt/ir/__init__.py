@@ -11,6 +11,7 @@ from commopt.ir.graph import (
     Ref,
     TensorMeta,
 )
+from commopt.ir.schedule import Schedule, ScheduleError
 
 __all__ = [
     "COLLECTIVE_TYPES",
@@ -21,5 +22,7 @@ __all__ = [
     "NodeKind",
     "ProcessGroup",
     "Ref",
+    "Schedule",
+    "ScheduleError",
     "TensorMeta",
 ]
