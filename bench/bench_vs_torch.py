@@ -46,7 +46,7 @@ class Outcome:
 
 
 def _check_summary(graph, order) -> str:
-    from commopt.check import check_order
+    from commopt.invariants import check_order
 
     violations = check_order(graph, order, allow_cross_group_reorder=True)
     if not violations:

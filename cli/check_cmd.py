@@ -40,7 +40,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
               markdown_file: str | None, groups_file: str | None, mesh: str | None, fmt: str,
               **estimator_values) -> None:
     """Simulate GRAPH and fail (exit 1) when thresholds or the baseline are not met."""
-    from commopt import ci_check
+    from commopt import gate
     from commopt.api import optimize
     from commopt.config import load_config
     from commopt.errors import ExitCode
@@ -53,7 +53,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
         "passes": passes, "max_memory_increase": max_memory_increase,
     })
     est = options_from_cli(estimator_values)
-    base = ci_check.load_baseline(baseline) if baseline is not None else None
+    base = gate.load_baseline(baseline) if baseline is not None else None
     kwargs = {}
     if cfg.get("max_memory_increase") is not None:
         kwargs["max_memory_increase"] = cfg.get("max_memory_increase")
@@ -69,7 +69,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
         overlap_ratio=numbers.overlap_ratio, peak_memory_bytes=numbers.peak_memory_bytes,
         lower_bound_us=s.lower_bound_us,
     )
-    outcomes = ci_check.evaluate(
+    outcomes = gate.evaluate(
         metrics,
         max_exposed_comm_us=cfg.get("max_exposed_comm_us"),
         min_overlap=cfg.get("min_overlap"),
@@ -77,8 +77,8 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
         baseline=base,
         max_regression=cfg.get("max_regression"),
     )
-    res = ci_check.result(graph, s.estimator, not as_is, metrics, outcomes, base)
-    md = ci_check.markdown(res)
+    res = gate.result(graph, s.estimator, not as_is, metrics, outcomes, base)
+    md = gate.markdown(res)
     if markdown_file:
         atomic.write_text(markdown_file, md)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -86,7 +86,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
         with open(Path(step_summary), "a", encoding="utf-8") as fh:
             fh.write(md + "\n")
     if os.environ.get("GITHUB_ACTIONS"):
-        for line in ci_check.github_annotations(res):
+        for line in gate.github_annotations(res):
             click.echo(line)
     if fmt == "json":
         emit_json(app, res)

@@ -28,8 +28,8 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
 
     Nodes are matched by name; missing, extra and changed nodes are reported too.
     """
-    from commopt.check import verify_reordered
     from commopt.errors import CheckFailed
+    from commopt.invariants import verify_reordered
     from commopt.schemas.verify import VerifyReport, ViolationModel
 
     g0 = load_graph_for_cli(original, groups_file, mesh)
@@ -56,8 +56,8 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
 def _load_reordered(path: str, groups_file: str | None, mesh: str | None):
     """The reordered graph; a JSON file that does not load as a graph (its order does not
     run, a node is missing) is read node by node so every violation can be listed."""
-    from commopt.check import entries_from_json
     from commopt.errors import GraphError
+    from commopt.invariants import entries_from_json
 
     try:
         return load_graph_for_cli(path, groups_file, mesh)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import commopt
-from commopt.check import verify_reordered
+from commopt.invariants import verify_reordered
 from commopt.io import load_graph, save_graph
 from commopt.synth import late_first_order
 from tests.distributed import run_archives, run_gloo

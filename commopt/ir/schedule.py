@@ -12,7 +12,7 @@ has to check it again, and every stage gets a node's position in O(1) without re
     schedule.original(graph)                   # the input program's order
 
 Whether the order is also *legal* (dependencies, collective order, waits) is the invariant
-checker's question (:mod:`commopt.check`): a schedule only promises it is a permutation.
+checker's question (:mod:`commopt.invariants`): a schedule only promises it is a permutation.
 """
 
 from __future__ import annotations

@@ -120,5 +120,5 @@ class Pass:
     summary: ClassVar[str] = ""
 
     def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int]:
-        """A new order of ``graph``'s nodes; must keep the invariants (commopt.check)."""
+        """A new order of ``graph``'s nodes; must keep the invariants (commopt.invariants)."""
         raise NotImplementedError

@@ -1,7 +1,7 @@
 """The pass manager: runs a pipeline, records each pass's effect and checks every result.
 
 After every pass the order must be a permutation of the graph's nodes that keeps the
-invariants (:func:`commopt.check.check_order`); anything else is a bug in that pass and is
+invariants (:func:`commopt.invariants.check_order`); anything else is a bug in that pass and is
 raised as :class:`~commopt.errors.InvariantViolation` naming the pass and the passes that
 ran before it. An order that exceeds the memory budget (padded peak, the same on every
 rank) is not taken: the pipeline goes on with the pass's input order and the record says so.
@@ -13,8 +13,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from commopt.check import check_order
 from commopt.errors import InvariantViolation
+from commopt.invariants import check_order
 from commopt.ir.graph import Graph
 from commopt.passes.base import Pass, PassContext
 from commopt.sim import SimResult, peak_memory

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 from bench import graphs, torch_peer
-from commopt.check import check_order
 from commopt.errors import GraphError
 from commopt.estimators import resolve
 from commopt.estimators.hardware import load_hardware
+from commopt.invariants import check_order
 from commopt.io.groups import record_process_groups
 from commopt.io.pt2 import graph_from_torch
 from commopt.sim import simulate

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from commopt.check import check_order
+from commopt.invariants import check_order
 from commopt.ir.builder import GraphBuilder
 from commopt.passes.base import PassContext
 from commopt.passes.polish import Polish, polish

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from commopt.check import check_order
+from commopt.invariants import check_order
 from commopt.passes.base import PassContext
 from commopt.passes.manager import PassManager
 from commopt.passes.registry import BUILTIN, get_registry

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from commopt.check import check_order
+from commopt.invariants import check_order
 from commopt.ir.builder import GraphBuilder
 
 
@@ -114,7 +114,7 @@ def test_side_effect_barrier_is_not_crossed():
 
 
 def test_verify_reordered_matches_by_name_and_reports_missing_and_extra():
-    from commopt.check import verify_reordered
+    from commopt.invariants import verify_reordered
 
     g = _two_group_graph()
     b = GraphBuilder(world_size=2)

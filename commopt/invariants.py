@@ -1,4 +1,4 @@
-"""The invariant checker: does an order keep DESIGN.md's invariants 1, 2, 4 and 5?
+"""The invariant checker: does an order keep the invariants (docs/design.md) 1, 2, 4 and 5?
 
 Used after every pass by the pass manager (a violation there is a bug) and by
 ``commopt verify`` for any reordered graph, ours or someone else's. Invariant 3
