@@ -196,22 +196,27 @@ def verify_reordered(
 ) -> list[Violation]:
     """Violations of a reordered graph (any tool's) with respect to its original.
 
-    ``reordered`` is a Graph or its nodes as :class:`NodeEntry` in file order (see
-    :func:`entries_from_json`, for files a loader rejects because they do not run in
-    order). Nodes are matched by name. Nodes missing from or added to ``reordered``, and
-    matched nodes whose kind, operation or inputs changed, are invariant 0; the order of the
-    matched nodes is then checked with :func:`check_order` against the original's edges.
+    A reorder may change the order of the nodes and nothing else. ``reordered`` is a Graph
+    or its nodes as :class:`NodeEntry` in file order (see :func:`entries_from_json`, for
+    files a loader rejects because they do not run in order). Nodes are matched by name.
+    Invariant 0 covers nodes missing from or added to ``reordered`` and every change to what
+    a matched node computes: kind, operation, inputs and, for a Graph, its arguments, the
+    dtypes and shapes it produces, its collective (type, group, reduce op, bytes), what it
+    waits for, aliases or writes, and the process groups and world size the graph runs on.
+    The order of the matched nodes is then checked with :func:`check_order` against the
+    original's edges.
     """
     if isinstance(reordered, Graph):
         entries = [NodeEntry(n.name, n.kind.label, n.op, tuple(reordered.nodes[j].name for j in n.inputs))
                    for n in reordered.nodes]
+        out = _graph_changes(original, reordered)
     else:
         entries = list(reordered)
-    out: list[Violation] = []
+        out = []
     index_of = original.index_of
     order: list[int] = []
     seen: set[str] = set()
-    for e in entries:
+    for k, e in enumerate(entries):
         i = index_of.get(e.name)
         if i is None:
             out.append(Violation(0, f"{e.name!r} is not in the original graph", (e.name,)))
@@ -230,7 +235,65 @@ def verify_reordered(
         orig_ins = sorted(original.nodes[j].name for j in orig.inputs)
         if ins != orig_ins:
             out.append(Violation(0, f"{e.name!r} reads {ins}, the original reads {orig_ins}", (e.name,)))
+            continue
+        if isinstance(reordered, Graph):
+            out.extend(_node_changes(original, orig, reordered, reordered.nodes[k]))
     return out + check_order(original, order, allow_cross_group_reorder=allow_cross_group_reorder)
+
+
+def _graph_changes(original: Graph, reordered: Graph) -> list[Violation]:
+    """World size and process groups: a reorder runs on the same ranks."""
+    out = []
+    if original.world_size != reordered.world_size:
+        out.append(Violation(0, f"the world size changed from {original.world_size} to "
+                             f"{reordered.world_size}", ()))
+    for name in sorted(set(original.groups) | set(reordered.groups)):
+        a, b = original.groups.get(name), reordered.groups.get(name)
+        if a is None or b is None:
+            continue  # a group no collective uses; collectives' groups are compared per node
+        if a.size != b.size or (a.ranks is not None and b.ranks is not None and a.ranks != b.ranks):
+            out.append(Violation(0, f"process group {name!r} changed from {_group_text(a)} to "
+                                 f"{_group_text(b)}", ()))
+    return out
+
+
+def _group_text(group) -> str:
+    return f"{group.size} ranks" + (f" {list(group.ranks)}" if group.ranks is not None else "")
+
+
+def _node_changes(g0: Graph, a, g1: Graph, b) -> list[Violation]:
+    """What differs between two nodes of the same name in what they compute."""
+    facts = {
+        "arguments": (_portable(g0, a.args), _portable(g1, b.args)),
+        "keyword arguments": (_portable(g0, a.kwargs), _portable(g1, b.kwargs)),
+        "outputs (dtype, shape)": ([(t.dtype, t.shape, t.max_shape) for t in a.outputs],
+                                   [(t.dtype, t.shape, t.max_shape) for t in b.outputs]),
+        "collective": (a.collective, b.collective),
+        "collective it waits for": (_name(g0, a.wait_of), _name(g1, b.wait_of)),
+        "storage it aliases": (_name(g0, a.alias_of), _name(g1, b.alias_of)),
+        "inputs it writes": (sorted(g0.nodes[j].name for j in a.mutates),
+                             sorted(g1.nodes[j].name for j in b.mutates)),
+        "side effect": (a.side_effect, b.side_effect),
+    }
+    return [Violation(0, f"{a.name!r} changed its {what}: {before} -> {after}", (a.name,))
+            for what, (before, after) in facts.items() if before != after]
+
+
+def _name(graph: Graph, index: int | None) -> str | None:
+    return None if index is None else graph.nodes[index].name
+
+
+def _portable(graph: Graph, value):
+    """``value`` with node references as names, so two graphs' arguments compare."""
+    from commopt.ir.graph import Ref
+
+    if isinstance(value, Ref):
+        return ("ref", graph.nodes[value.index].name)
+    if isinstance(value, dict):
+        return {k: _portable(graph, v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_portable(graph, v) for v in value)
+    return value
 
 
 @dataclass(frozen=True, slots=True)

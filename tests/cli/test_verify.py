@@ -74,3 +74,77 @@ def test_passes_lists_builtins_and_default_pipeline(capsys):
     assert {"sink-waits", "raise-comms", "compute-overlap"} <= set(names)
     assert payload.default_pipeline == ["compute-overlap", "sink-waits", "raise-comms", "polish"]
     assert all(p.broken is None for p in payload.passes if p.source == "built-in")
+
+
+def _optimized_json(graph_file: Path, tmp_path: Path) -> Path:
+    assert _run(["optimize", str(graph_file), "-o", str(tmp_path / "out"), "--no-timings"]) == 0
+    return tmp_path / "out" / "g.json"
+
+
+def _mutate(path: Path, node: str, change) -> Path:
+    doc = json.loads(path.read_text())
+    (nd,) = [n for n in doc["nodes"] if n["name"] == node]
+    change(nd, doc)
+    bad = path.with_name("mutated.json")
+    bad.write_text(json.dumps(doc))
+    return bad
+
+
+def _set(*keys_value):
+    *keys, value = keys_value
+
+    def change(nd, doc):
+        target = nd
+        for k in keys[:-1]:
+            target = target[k]
+        target[keys[-1]] = value
+    return change
+
+
+@pytest.mark.parametrize("node, change, words", [
+    ("tp_ar0", _set("collective", "reduce_op", "max"), "'tp_ar0' changed its collective"),
+    ("tp_ar0", _set("collective", "group", "dp"), "'tp_ar0' changed its collective"),
+    ("ag0", _set("collective", "type", "all_reduce"), "'ag0' changed its collective"),
+    ("fwd_mm0", _set("outputs", 0, "dtype", "float32"), "'fwd_mm0' changed its outputs (dtype, shape)"),
+    ("fwd_mm0", _set("outputs", 0, "shape", [1, 1]), "'fwd_mm0' changed its outputs (dtype, shape)"),
+])
+def test_a_changed_computation_is_not_a_reorder(graph_file: Path, tmp_path: Path, capsys, node, change, words):
+    """A reorder changes the order only: verify rejects every change to what is computed
+    (issue: a 'sum' replaced by 'max' in an optimized graph used to pass)."""
+    good = _optimized_json(graph_file, tmp_path)
+    assert _run(["verify", str(graph_file), str(good)]) == 0
+    capsys.readouterr()
+    bad = _mutate(good, node, change)
+    code = _run(["verify", str(graph_file), str(bad)])
+    out = capsys.readouterr()
+    assert code in (1, 2), out
+    if code == 1:
+        assert words in out.out
+    else:  # the loader already refuses it (e.g. a group the graph does not declare)
+        assert "mutated.json" in out.err
+
+
+def test_a_changed_world_or_group_is_not_a_reorder(graph_file: Path, tmp_path: Path, capsys):
+    good = _optimized_json(graph_file, tmp_path)
+    doc = json.loads(good.read_text())
+    doc["world_size"] = 8
+    for g in doc["process_groups"]:
+        g["ranks"] = [r + 4 for r in g["ranks"]] if g.get("ranks") else g.get("ranks")
+    bad = good.with_name("moved.json")
+    bad.write_text(json.dumps(doc))
+    assert _run(["verify", str(graph_file), str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "the world size changed from 4 to 8" in out
+    assert "process group" in out
+
+
+def test_changed_arguments_are_not_a_reorder(graph_file: Path, tmp_path: Path, capsys):
+    from commopt.invariants import verify_reordered
+    from commopt.io import load_graph
+
+    g0 = load_graph(graph_file)
+    g1 = load_graph(_optimized_json(graph_file, tmp_path))
+    (node,) = [n for n in g1.nodes if n.kind.label == "view" and n.args][:1]
+    node.args = (*node.args[:-1], "changed")
+    (v,) = verify_reordered(g0, g1)
+    assert v.invariant == 0 and f"{node.name!r} changed its arguments" in v.message
