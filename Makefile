@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 # CPU build of torch for these machines; pyproject.toml stays permissive (torch>=2.6).
 TORCH_PIN := torch==2.13.0
-DEMO_GRAPH := sample_graphs/ws8/fsdp.pt2
+# Llama-3-8B, 32 layers, FSDP(dp=8) x TP+SP(tp=8) at 64 ranks (sample_graphs/make_realistic.py).
+DEMO_GRAPH := sample_graphs/realistic/llama3_8b_L32.json
 DEMO_OUT := demo_out
 
 .PHONY: install demo test test-fast bench samples schemas lint clean browser-deps
@@ -34,10 +35,12 @@ test-fast: install
 bench: install
 	$(BIN)/python -m bench
 
-# The llama_tp sample is built from transformers' Llama code (random weights, no download).
+# The llama_tp sample and the realistic graphs are built from transformers' Llama code
+# (random weights or meta/fake tensors, no download).
 samples: install
 	$(BIN)/pip install -q transformers
 	$(BIN)/python sample_graphs/make_samples.py
+	$(BIN)/python sample_graphs/make_realistic.py
 
 schemas: install
 	$(BIN)/python -m commopt.schemas.generate
