@@ -105,8 +105,8 @@ def build(name: str):
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
     from torch.distributed.tensor.parallel import parallelize_module
     from torch.func import functional_call
-    from torch.nn.utils import parametrize
     from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.nn.utils import parametrize
 
     try:
         from transformers import LlamaConfig, LlamaForCausalLM
@@ -166,13 +166,22 @@ def build(name: str):
     gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(ids, ids, *shards)
 
     class LlamaStep(torch.nn.Module):
+        """The traced step with the shards as parameters under the model's own names."""
+
         def __init__(self) -> None:
             super().__init__()
             self.step = gm
-            self.shards = torch.nn.ParameterList(torch.nn.Parameter(t, requires_grad=False) for t in shards)
+            for fqn, t in zip(dtensors, shards, strict=True):
+                owner = self
+                *path, attr = fqn.split(".")
+                for part in path:
+                    if not hasattr(owner, part):
+                        owner.add_module(part, torch.nn.Module())
+                    owner = getattr(owner, part)
+                owner.register_parameter(attr, torch.nn.Parameter(t, requires_grad=False))
 
         def forward(self, ids, labels):
-            return self.step(ids, labels, *self.shards)
+            return self.step(ids, labels, *(self.get_parameter(fqn) for fqn in dtensors))
 
     with fake:
         module = LlamaStep()
