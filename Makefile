@@ -6,8 +6,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 # CPU build of torch for these machines; pyproject.toml stays permissive (torch>=2.6).
 TORCH_PIN := torch==2.13.0
-# Llama-3-8B, 32 layers, FSDP(dp=8) x TP+SP(tp=8) at 64 ranks (sample_graphs/make_realistic.py).
-DEMO_GRAPH := sample_graphs/realistic/llama3_8b_L32.json
+# Llama-3-8B, 32 layers, FSDP(dp=8) x TP+SP(tp=8) at 64 ranks, full activation checkpointing:
+# 20,870 nodes, shape-only (sample_graphs/make_realistic.py).
+DEMO_GRAPH := sample_graphs/realistic/llama3_8b_L32_ac.json
 DEMO_OUT := demo_out
 
 .PHONY: install demo test test-fast bench samples schemas lint clean browser-deps

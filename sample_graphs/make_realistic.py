@@ -1,6 +1,6 @@
 """Export realistic-size, shape-only training-step graphs (``make samples``), no GPU, no memory.
 
-Usage: ``python sample_graphs/make_realistic.py [--only llama3_8b_L2,llama3_8b_L32]``.
+Usage: ``python sample_graphs/make_realistic.py [--only llama3_8b_L2,llama3_8b_L32_ac]``.
 
 Each graph is one training step (forward, loss and backward) of transformers'
 ``LlamaForCausalLM`` with the Llama-3-8B configuration (hidden 4096, 32 heads, 8 KV heads,
@@ -16,8 +16,12 @@ torchtitan parallelizes it, on a 64-rank (dp=8, tp=8) device mesh of the fake pr
   dim 0 over ``dp`` and kept in float32; in forward it is a ``DTensor`` ``Shard(0)``
   redistributed to ``Replicate()`` in bfloat16 (all-gather) and handed to the TP module as
   ``to_local(grad_placements=[Partial("avg")])``, so autograd turns each all-gather into a
-  float32 reduce-scatter of its gradient. Gathered weights are kept from forward to backward
-  (no re-gather: ``reshard_after_forward=False``).
+  float32 reduce-scatter of its gradient;
+- without activation checkpointing (``llama3_8b_L2``, ``llama3_8b_L32``) the gathered weights
+  are kept from forward to backward (``reshard_after_forward=False``); with full activation
+  checkpointing per decoder layer (``llama3_8b_L32_ac``, transformers'
+  ``gradient_checkpointing_enable``, non-reentrant) backward recomputes each layer's forward,
+  all-gathers included, as FSDP with ``reshard_after_forward=True`` and torchtitan's full AC do.
 
 The step is traced with ``make_fx(tracing_mode="fake")`` (the DTensor recipe of
 ``make_samples._llama_tp``): the model is built on the ``meta`` device and every parameter
@@ -38,6 +42,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -52,10 +57,11 @@ LLAMA3_8B = {
     "rope_theta": 500000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
 }
 MESH = {"dp": 8, "tp": 8}
-#: name -> (decoder layers, sequence length, local batch per dp rank)
+#: name -> (decoder layers, sequence length, local batch per dp rank, activation checkpointing)
 GRAPHS = {
-    "llama3_8b_L2": (2, 4096, 1),
-    "llama3_8b_L32": (32, 4096, 1),
+    "llama3_8b_L2": (2, 4096, 1, False),
+    "llama3_8b_L32": (32, 4096, 1, False),
+    "llama3_8b_L32_ac": (32, 4096, 1, True),
 }
 
 
@@ -115,7 +121,7 @@ def build(name: str):
         print("make_realistic.py needs the transformers package: pip install transformers", file=sys.stderr)
         raise SystemExit(MISSING_PACKAGE) from None
 
-    layers, seq, batch = GRAPHS[name]
+    layers, seq, batch, ac = GRAPHS[name]
     dp, tp = MESH["dp"], MESH["tp"]
     mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
     dp_mesh, tp_mesh = mesh["dp"], mesh["tp"]
@@ -124,6 +130,11 @@ def build(name: str):
         model = LlamaForCausalLM(cfg)
     model.model.rotary_emb = LlamaRotaryEmbedding(cfg)  # inv_freq: 64 real floats, needed for values
     parallelize_module(model, tp_mesh, _tp_plan(layers))
+    model.train()
+    if ac:  # full activation checkpointing per decoder layer, as torchtitan's "full" AC
+        with warnings.catch_warnings():  # renamed in transformers 5; the old name works everywhere
+            warnings.simplefilter("ignore", FutureWarning)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     dtensors = dict(model.named_parameters())
     fake = FakeTensorMode(allow_non_fake_inputs=True)
     with fake:
@@ -157,11 +168,25 @@ def build(name: str):
                 raise SystemExit(f"{name}: dim 0 of a {tuple(local)} shard does not split over dp={dp}")
             shards.append(torch.empty((local[0] // dp, *local[1:]), dtype=torch.float32))
 
+    class TrainStep(torch.nn.Module):
+        """Loss and gradients in one forward, so that backward (and the recompute of
+        checkpointed layers in it) still sees the shards functional_call put in."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids, labels, leaves):
+            out = self.model(ids, labels=labels, use_cache=False)
+            loss = out.loss.to_local() if isinstance(out.loss, DTensor) else out.loss
+            return (loss, *torch.autograd.grad(loss, leaves))
+
+    train_step = TrainStep()
+
     def step(ids, labels, *local):
-        params = {n: t.requires_grad_(True) for n, t in zip(names, local, strict=True)}
-        out = functional_call(model, params, (ids,), {"labels": labels, "use_cache": False})
-        loss = out.loss.to_local() if isinstance(out.loss, DTensor) else out.loss
-        return (loss, *torch.autograd.grad(loss, list(local)))
+        leaves = [t.requires_grad_(True) for t in local]
+        params = {f"model.{n}": t for n, t in zip(names, leaves, strict=True)}
+        return functional_call(train_step, params, (ids, labels, leaves))
 
     gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(ids, ids, *shards)
 
@@ -185,7 +210,7 @@ def build(name: str):
 
     with fake:
         module = LlamaStep()
-    config = {"layers": layers, "seq_len": seq, "local_batch": batch,
+    config = {"layers": layers, "seq_len": seq, "local_batch": batch, "activation_checkpointing": ac,
               **{k: v for k, v in LLAMA3_8B.items() if k != "max_position_embeddings"}}
     return torch.export.export(module, (ids, ids)), mesh, config
 
@@ -223,7 +248,10 @@ def export_one(name: str, out_dir: Path) -> dict:
         "model": "transformers LlamaForCausalLM, Llama-3-8B configuration (random init on the meta device)",
         "config": config,
         "parallelism": "FSDP (SimpleFSDP-style: DTensor Shard(0) -> Replicate, bf16 all-gather, fp32 "
-                       "reduce-scatter, no reshard after forward) over dp x TP+SP (parallelize_module) over tp",
+                       "reduce-scatter) over dp x TP+SP (parallelize_module) over tp; "
+                       + ("full activation checkpointing per decoder layer: backward re-gathers "
+                          "each layer's weights" if config["activation_checkpointing"] else
+                          "no activation checkpointing: gathered weights kept for backward"),
         "step": "forward + cross-entropy loss + backward (joint trace)",
         "dtype": {"parameters": "float32", "compute": "bfloat16", "gradient reduction": "float32"},
         "world_size": graph.world_size,
