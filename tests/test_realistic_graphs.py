@@ -33,6 +33,13 @@ def test_manifest_lists_every_realistic_graph_file():
     assert {"llama3_8b_L2", "llama3_8b_L32", "llama3_8b_L32_ac"} <= set(BY_NAME)
 
 
+def test_realistic_graphs_stay_within_their_size_budget():
+    sizes = {p.name: p.stat().st_size for p in REALISTIC.iterdir() if p.is_file()}
+    assert max(sizes.values()) < 5 * 1000 * 1000, sizes  # one graph: a few MB of JSON
+    assert sum(sizes.values()) < 10 * 1024 * 1024, sizes
+    assert all(sizes[e["file"]] == e["bytes"] for e in MANIFEST)
+
+
 @pytest.mark.parametrize("name", sorted(BY_NAME))
 def test_graph_is_what_the_manifest_says(name):
     entry = BY_NAME[name]
