@@ -217,7 +217,9 @@ def build(name: str):
 
 def export_one(name: str, out_dir: Path) -> dict:
     """Export graph ``name`` in this process, write ``<name>.json``; returns its manifest entry."""
+    import torch
     import torch.distributed as dist
+    import transformers
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     from commopt.io.groups import record_process_groups
@@ -253,6 +255,7 @@ def export_one(name: str, out_dir: Path) -> dict:
                           "each layer's weights" if config["activation_checkpointing"] else
                           "no activation checkpointing: gathered weights kept for backward"),
         "step": "forward + cross-entropy loss + backward (joint trace)",
+        "exported_with": {"torch": torch.__version__, "transformers": transformers.__version__},
         "dtype": {"parameters": "float32", "compute": "bfloat16", "gradient reduction": "float32"},
         "world_size": graph.world_size,
         "mesh": graph.mesh,
