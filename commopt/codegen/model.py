@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from commopt.codegen.names import clean, comment, identifier, literal
+from commopt.codegen.out_variants import WriteMode, write_mode
 from commopt.errors import GraphError, OptionError
 from commopt.ir.args import Symbol, iter_refs
 from commopt.ir.graph import DTYPE_BYTES, Graph, Node, NodeKind, Ref, TensorMeta
@@ -330,7 +331,7 @@ class _Lowering:
         self.notes = notes
         self.copies = 0
         self.zero_copy = 0
-        self.targets: dict[int, str] = {}
+        self.targets: dict[int, tuple[str, WriteMode]] = {}
 
     # ------------------------------------------------------------ helpers
     def fail(self, node: Node, message: str, field: str | None = None) -> GraphError:
@@ -492,8 +493,9 @@ class _Lowering:
                 out.setdefault(pos, []).append(j)
         return out
 
-    def _zero_copy_targets(self, slots: dict, pos: dict[int, int]) -> dict[int, str]:
-        """Producer index -> buffer variable it writes into via its out= overload.
+    def _zero_copy_targets(self, slots: dict, pos: dict[int, int]) -> dict[int, tuple[str, WriteMode]]:
+        """Producer index -> (buffer variable, how it writes there): its out= overload, or a
+        ``copy_`` for a dtype cast (see :mod:`commopt.codegen.out_variants`).
 
         all_reduce and broadcast run in place on their output buffer; their producer may
         write there directly when no other buffer uses those bytes between the producer
@@ -522,12 +524,13 @@ class _Lowering:
             if (role == "inout" or node.collective.type in ("all_reduce", "broadcast")) \
                     and list(self.graph.users(producer.index)) != [coll]:
                 continue  # the collective overwrites the value other nodes still read
-            if producer.kind is NodeKind.COMPUTE and self.runnable(producer) \
-                    and len(producer.outputs) == 1 and _has_out_overload(producer.op):
-                targets[producer.index] = slot.var
+            if self.runnable(producer):
+                mode = write_mode(producer)
+                if mode is not None:
+                    targets[producer.index] = (slot.var, mode)
         return targets
 
-    def compute(self, node: Node, out_buffer: str | None) -> list[str]:
+    def compute(self, node: Node, target: tuple[str, WriteMode] | None) -> list[str]:
         var = self.value_var[node.index]
         if node.op in _GETITEM_OPS and len(node.args) == 2 and isinstance(node.args[0], Ref):
             return [f"{var} = {self.expr(node, node.args[0])}[{self.expr(node, node.args[1])}]"]
@@ -544,8 +547,12 @@ class _Lowering:
             ev = self.emulated_for(node)
             return [f"emulate({literal(float(node.duration_us or 0.0))})  # emulated: no runnable op",
                     f"{var} = emulated.{ev}"]
-        if out_buffer is not None:
+        if target is not None:
+            out_buffer, mode = target
             self.zero_copy += 1
+            if mode is WriteMode.COPY:
+                return [f"{var} = views.{out_buffer}.copy_({self.expr(node, node.args[0])})"
+                        "  # zero-copy: the cast writes into its comm buffer"]
             out_op = node.op.rsplit(".", 1)[0] + ".out"
             return [f"{var} = ops.{self.op_var(out_op)}({self.call(node, f'out=views.{out_buffer}')})"
                     "  # zero-copy: writes into its comm buffer"]
@@ -634,6 +641,11 @@ class _Lowering:
             lines.append(f"{var} = {value}")
         return lines
 
+    def _written_by_producer(self, producer: int) -> str | None:
+        """The buffer variable ``producer`` writes into itself (None: it writes nowhere)."""
+        target = self.targets.get(producer)
+        return target[0] if target is not None else None
+
     def collective_buffers(self, node: Node, k: int, s: int, src_meta: TensorMeta,
                            slots: dict | None, lines: list[str]) -> tuple[str, str]:
         """(input, output) tensors of one tensor of a collective; appends copy-in lines.
@@ -656,7 +668,7 @@ class _Lowering:
                 lines.append(f"{fresh} = {src}.clone()")
                 return fresh, fresh
             buf = f"views.{target.var}"
-            if self.targets.get(s) != target.var:
+            if self._written_by_producer(s) != target.var:
                 self.copies += 1
                 lines.append(f"{buf}.copy_({src})  # copy in")
             return buf, buf
@@ -667,7 +679,7 @@ class _Lowering:
             buf_in = f"{src}.contiguous()"
         else:
             buf_in = f"views.{in_slot.var}"
-            if self.targets.get(s) != in_slot.var:
+            if self._written_by_producer(s) != in_slot.var:
                 self.copies += 1
                 lines.append(f"{buf_in}.copy_({src})  # copy in")
         out_slot = slot("output")
@@ -712,22 +724,8 @@ def _drop_unused(lines: list[str], start: int, var: str) -> list[str]:
     for line in lines[start:]:
         if line.startswith(prefix):
             rhs = line[len(prefix):]
-            if rhs.startswith("ops."):
+            if rhs.startswith(("ops.", "views.")):  # a call, or a cast written into a buffer
                 kept.append(rhs)
             continue
         kept.append(line)
     return kept
-
-
-def _has_out_overload(op: str) -> bool:
-    """Whether ``namespace.op.overload`` has an ``.out`` overload with one ``out`` argument."""
-    import torch
-
-    namespace, name, _overload = op.split(".")
-    try:
-        packet = getattr(getattr(torch.ops, namespace), name)
-        out = packet.out
-    except (AttributeError, RuntimeError):
-        return False
-    outs = [a.name for a in out._schema.arguments if a.is_out]
-    return outs == ["out"]
