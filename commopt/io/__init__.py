@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,17 @@ def save_graph(graph: Graph, path: str | os.PathLike[str], order: list[int] | No
 
         save_json_graph(graph, p, order)
     return p
+
+
+def saved_order(graph: Graph, order: Sequence[int]) -> list[int]:
+    """The order ``graph``'s nodes have after it is saved in ``order`` in its own format and
+    loaded again: a ``.pt2`` archive keeps its own layout (:func:`commopt.io.pt2.archive_order`),
+    a JSON file keeps ``order`` as given."""
+    if graph.source_format == "pt2":
+        from commopt.io.pt2 import archive_order
+
+        return archive_order(graph, order)
+    return list(order)
 
 
 def graph_suffix(graph: Graph) -> str:

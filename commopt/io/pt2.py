@@ -18,6 +18,7 @@ import operator
 import os
 import warnings
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -405,13 +406,40 @@ def _arg(value: Any, index_of: dict[Any, int], lossy: list[str]) -> Any:
 
 # --------------------------------------------------------------------------- writing
 def reordered_program(graph: Graph, order: list[int] | None = None) -> Any:
-    """A new ExportedProgram whose FX graph lists the nodes in ``order`` (linted, recompiled).
-
-    Placeholders and ``get_attr`` nodes stay first in their original order (the signature
-    depends on it), the output node stays last, and each ``getitem`` of a multi-output op
-    directly follows that op (where torch.export's loader puts it back anyway); every other
-    node follows ``order``, which must list each node after its data inputs.
+    """A new ExportedProgram whose FX graph lists the nodes in :func:`archive_order` of
+    ``order`` (linted, recompiled); ``order`` must list each node after its data inputs.
     ``graph.payload`` is not modified.
+    """
+    import torch
+
+    new_order = archive_order(graph, order)
+    ep = graph.payload
+    fx_nodes = list(ep.graph_module.graph.nodes)
+    new_graph = torch.fx.Graph()
+    env: dict[Any, Any] = {}
+    for i in new_order:
+        old = fx_nodes[i]
+        try:
+            env[old] = new_graph.node_copy(old, lambda x: env[x])
+        except KeyError as exc:
+            raise ValueError(f"order lists {old.name!r} before its input {exc.args[0]}") from None
+    new_graph.lint()
+    gm = torch.fx.GraphModule(ep.graph_module, new_graph)
+    gm.meta.update(ep.graph_module.meta)
+    gm.recompile()
+    return ep._update(gm, ep.graph_signature)
+
+
+def archive_order(graph: Graph, order: Sequence[int] | None = None) -> list[int]:
+    """The order of ``graph``'s nodes in a ``.pt2`` archive written in ``order``, as a reload
+    gives it back.
+
+    Placeholders and ``get_attr`` nodes come first in their original order (the signature
+    depends on it), the output node last, and each ``getitem`` of a multi-output op directly
+    after that op: torch.export's serializer stores those getitems with their op and its
+    loader recreates them right after it. Every other node keeps its place in ``order``. The
+    passes' result is put in this order before anything is planned for it, so the buffer plan,
+    the runner and the archive agree.
     """
     import torch
 
@@ -429,33 +457,18 @@ def reordered_program(graph: Graph, order: list[int] | None = None) -> Any:
     head = [i for i in range(n) if fx_nodes[i].op in ("placeholder", "get_attr")]
     tail = [i for i in range(n) if fx_nodes[i].op == "output"]
     pos = {node: i for i, node in enumerate(fx_nodes)}
-    # torch.export's serializer stores a multi-output node's getitems with the node and
-    # recreates them right after it, so they are emitted there (a getitem costs nothing).
     getitems: dict[int, list[int]] = {}
     for i, node in enumerate(fx_nodes):
         if node.op == "call_function" and node.target is operator.getitem and \
                 hasattr(node.args[0], "op") and node.args[0].op == "call_function":
             getitems.setdefault(pos[node.args[0]], []).append(i)
-    hoisted = {i for items in getitems.values() for i in items}
-    fixed = set(head) | set(tail) | hoisted
+    fixed = set(head) | set(tail) | {i for items in getitems.values() for i in items}
     body = []
     for i in order:
         if i not in fixed:
             body.append(i)
             body.extend(sorted(getitems.get(i, ()), key=lambda j: (_getitem_key(fx_nodes[j]), j)))
-    new_graph = torch.fx.Graph()
-    env: dict[Any, Any] = {}
-    for i in [*head, *body, *tail]:
-        old = fx_nodes[i]
-        try:
-            env[old] = new_graph.node_copy(old, lambda x: env[x])
-        except KeyError as exc:
-            raise ValueError(f"order lists {old.name!r} before its input {exc.args[0]}") from None
-    new_graph.lint()
-    gm = torch.fx.GraphModule(ep.graph_module, new_graph)
-    gm.meta.update(ep.graph_module.meta)
-    gm.recompile()
-    return ep._update(gm, ep.graph_signature)
+    return [*head, *body, *tail]
 
 
 def _getitem_key(node: Any) -> int:
