@@ -63,6 +63,8 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
         groups=groups_file, mesh=mesh, world_size=world_size, timings=False, **kwargs,
     )
     s = result.summary
+    for warning in result.graph.meta.get("load_warnings", []):
+        app.warn(warning)
     numbers = s.before if as_is else s.after
     metrics = CheckMetrics(
         makespan_us=numbers.makespan_us, exposed_comm_us=numbers.exposed_comm_us,

@@ -66,8 +66,9 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             progress=progress,
         )
     s = result.summary
+    load_warnings = set(result.graph.meta.get("load_warnings", []))
     for note in s.notes:
-        app.info(note)
+        (app.warn if note in load_warnings else app.info)(note)
     for path in result.written:
         app.debug(f"wrote {path}")
     app.info(f"wrote {len(result.written)} files to {output_dir}: {', '.join(s.outputs)}")
