@@ -45,7 +45,7 @@ def inspect_cmd(app: App, graph: str, groups_file: str | None, mesh: str | None,
             t.add_column(col, justify="right" if col in ("size", "count", "bytes") else "left")
         for c in report.collectives:
             ranks = "?" if c.ranks is None else (str(c.ranks) if len(c.ranks) <= 8 else f"{len(c.ranks)} ranks")
-            t.add_row(c.group, str(c.group_size), ranks, c.type, str(c.count), nbytes(c.total_bytes))
+            t.add_row(c.group, "?" if c.group_size is None else str(c.group_size), ranks, c.type, str(c.count), nbytes(c.total_bytes))
         out.print(t)
     out.print(f"inputs: {len(report.inputs)}  outputs: {len(report.outputs)}")
     for w in report.warnings:

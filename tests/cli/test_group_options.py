@@ -79,6 +79,7 @@ def test_inspect_warns_and_succeeds(plain_llama, capsys):
     assert run_cli(["inspect", str(plain_llama), "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert any("size of process group(s) '0' unknown" in w for w in report["warnings"])
+    assert {c["group_size"] for c in report["collectives"]} == {None}  # not a made-up 1
 
 
 def test_load_warnings_reach_terminal_summary_and_report(tmp_path, capsys):
