@@ -32,7 +32,7 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
     from commopt.invariants import verify_reordered
     from commopt.schemas.verify import VerifyReport, ViolationModel
 
-    g0 = load_graph_for_cli(original, groups_file, mesh, world_size, require_sizes=False)
+    g0 = load_graph_for_cli(original, groups_file, mesh, world_size)
     g1 = _load_reordered(reordered, groups_file, mesh, world_size)
     violations = verify_reordered(g0, g1, allow_cross_group_reorder=allow_cross_group_reorder)
     report = VerifyReport(
@@ -60,7 +60,7 @@ def _load_reordered(path: str, groups_file: str | None, mesh: str | None, world_
     from commopt.invariants import entries_from_json
 
     try:
-        return load_graph_for_cli(path, groups_file, mesh, world_size, require_sizes=False)
+        return load_graph_for_cli(path, groups_file, mesh, world_size)
     except GraphError:
         if not path.lower().endswith(".json"):
             raise

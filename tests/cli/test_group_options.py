@@ -35,10 +35,12 @@ def _commands(graph: Path, out: Path) -> dict[str, list[str]]:
         "plan": ["plan", str(graph), "-o", str(out / "plan.json")],
         "codegen": ["codegen", str(graph), "-o", str(out / "run.py")],
         "convert": ["convert", str(graph), str(out / "g.json")],
+        "verify": ["verify", str(graph), str(WS8 / "llama_tp.pt2")],
     }
 
 
-@pytest.mark.parametrize("command", ["optimize", "check", "report", "estimate", "plan", "codegen", "convert"])
+@pytest.mark.parametrize("command", ["optimize", "check", "report", "estimate", "plan", "codegen",
+                                     "convert", "verify"])
 def test_unknown_group_size_is_a_one_line_error(plain_llama, tmp_path, capsys, command):
     argv = _commands(plain_llama, tmp_path)[command]
     assert run_cli(argv) == 2
