@@ -6,7 +6,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 # CPU build of torch for these machines; pyproject.toml stays permissive (torch>=2.6).
 TORCH_PIN := torch==2.13.0
-DEMO_GRAPH := sample_graphs/ws8/fsdp.pt2
+# The samples trace transformers' Llama code: another version traces another graph.
+TRANSFORMERS_PIN := transformers==5.24.0
+# Llama-3-8B, 32 layers, FSDP(dp=8) x TP+SP(tp=8) at 64 ranks, full activation checkpointing:
+# 20,870 nodes, shape-only (sample_graphs/make_realistic.py).
+DEMO_GRAPH := sample_graphs/realistic/llama3_8b_L32_ac.json
 DEMO_OUT := demo_out
 
 .PHONY: install demo test test-fast bench samples schemas lint clean browser-deps
@@ -34,10 +38,12 @@ test-fast: install
 bench: install
 	$(BIN)/python -m bench
 
-# The llama_tp sample is built from transformers' Llama code (random weights, no download).
+# The llama_tp sample and the realistic graphs are built from transformers' Llama code
+# (random weights or meta/fake tensors, no download).
 samples: install
-	$(BIN)/pip install -q transformers
+	$(BIN)/pip install -q $(TRANSFORMERS_PIN)
 	$(BIN)/python sample_graphs/make_samples.py
+	$(BIN)/python sample_graphs/make_realistic.py
 
 schemas: install
 	$(BIN)/python -m commopt.schemas.generate

@@ -5,7 +5,8 @@ JSON: the file is written from ``commopt.synth.graph_with_nodes``; load is the w
 the pydantic row validates the same parsed document with the schema models instead of the fast
 path (what every load cost before, and what a document the fast path does not accept costs).
 .pt2: the largest committed sample, loaded (archive safety check, ``torch.export.load``,
-classification) and written back in a new order.
+classification) and written back in a new order; then the largest sample JSON and the
+largest realistic graph (Llama-3-8B at 64 ranks, JSON), loaded and written back the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import graphs
 from bench.util import table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,12 +71,16 @@ def _sample_rows(repeat: int) -> list[list]:
     from commopt.synth import late_first_order
 
     rows = []
+    largest = []
     for suffix in (".pt2", ".json"):
         files = sorted(SAMPLES.glob(f"ws*/*{suffix}"), key=lambda p: (p.stat().st_size, str(p)))
-        if not files:
-            continue
-        path = files[-1]
-        label = f"largest {suffix} sample: {path.parent.name}/{path.name} ({path.stat().st_size / 1e3:.0f} kB)"
+        if files:
+            largest.append((f"largest {suffix} sample", files[-1]))
+    realistic = sorted((bg.path for bg in graphs.realistic_graphs()), key=lambda p: (p.stat().st_size, str(p)))
+    if realistic:
+        largest.append(("largest realistic graph", realistic[-1]))
+    for what, path in largest:
+        label = f"{what}: {path.parent.name}/{path.name} ({path.stat().st_size / 1e3:,.0f} kB)"
         load_w, load_c, graph = _timed(lambda p=path: load_graph(p), repeat)
         rows.append([label, f"load_graph ({len(graph)} nodes)", load_w, load_c, ""])
         order = late_first_order(graph)

@@ -1,17 +1,21 @@
 """The reordering passes: schedule quality on the samples and optimizer time vs graph size.
 
-Quality: every world-size-8 sample, durations from the analytical estimator (H100 preset),
-simulated before and after each single pass and the default pipeline; makespan over the
-lower bound max(total compute, busiest comm stream, critical path) says how much is left.
-Speed: the default pipeline (including the invariant check and the simulations the pass
-manager runs after every pass) on synthetic FSDP+TP stacks of about 10k, 30k and 100k nodes.
+Quality: every world-size-8 sample and the realistic Llama-3-8B graphs (64 ranks), durations
+from the analytical estimator (H100 preset), simulated before and after each single pass and
+the default pipeline; makespan over the lower bound max(total compute, busiest comm stream,
+critical path) says how much is left. Realistic: ``commopt.optimize`` end to end (load,
+estimate, passes, every output written) on the realistic graphs. Speed: the default pipeline
+(including the invariant check and the simulations the pass manager runs after every pass) on
+synthetic FSDP+TP stacks of about 10k, 30k and 100k nodes.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
 from pathlib import Path
 
+from bench import graphs
 from bench.util import table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +31,13 @@ def _durations(graph):
     return resolve("analytical", hardware=HARDWARE).durations(graph)  # fresh chain per graph
 
 
-def _quality() -> str:
+def _quality_graphs(quick: bool) -> list[tuple[str, Path]]:
+    """(label, path): the ws8 samples by stem, then the realistic graphs."""
+    return [(p.stem, p) for p in sorted(SAMPLES.glob("*.pt2"))] + \
+        [(bg.name, bg.path) for bg in graphs.realistic_graphs(quick)]
+
+
+def _quality(quick: bool) -> str:
     from commopt.io import load_graph
     from commopt.passes.base import DEFAULT_PIPELINE, PassContext
     from commopt.passes.manager import PassManager
@@ -36,7 +46,7 @@ def _quality() -> str:
     reg = get_registry()
     pipelines = [("sink-waits",), ("raise-comms",), ("compute-overlap",), tuple(DEFAULT_PIPELINE)]
     rows = []
-    for path in sorted(SAMPLES.glob("*.pt2")):
+    for name, path in _quality_graphs(quick):
         g = load_graph(path)
         d = _durations(g)
         ctx = PassContext.for_graph(g, d)
@@ -44,7 +54,7 @@ def _quality() -> str:
             r = PassManager([reg.create(n) for n in names]).run(g, g.original_order, ctx)
             b, a = r.initial, r.final
             label = "default: " + ",".join(names) if len(names) > 1 else names[0]
-            rows.append([path.stem, label, b.makespan_us, a.makespan_us, b.exposed_comm_us,
+            rows.append([name, label, b.makespan_us, a.makespan_us, b.exposed_comm_us,
                          a.exposed_comm_us, a.lower_bound_us, a.makespan_us / a.lower_bound_us,
                          f"{a.peak_memory_bytes / b.peak_memory_bytes:.3f}"])
     return table(["sample", "passes", "makespan before us", "after us", "exposed before us",
@@ -120,6 +130,29 @@ def _headroom() -> str:
                   "+1000%"], rows)
 
 
+def _realistic(quick: bool) -> str:
+    """``commopt.optimize`` end to end on each realistic graph, every output written."""
+    import commopt
+
+    rows = []
+    for bg in graphs.realistic_graphs(quick):
+        with tempfile.TemporaryDirectory(prefix="commopt-bench-realistic-") as tmp:
+            t0, c0 = time.perf_counter(), time.process_time()
+            r = commopt.optimize(bg.path, output_dir=tmp)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        b, a = r.pipeline.initial, r.pipeline.final
+        plan = r.summary.buffer_plan
+        rows.append([bg.name, len(r.graph), len(r.graph.collectives()), f"{bg.path.stat().st_size / 1e6:.1f}",
+                     wall, cpu, b.makespan_us / 1e3, a.makespan_us / 1e3, b.exposed_comm_us / 1e3,
+                     a.exposed_comm_us / 1e3, f"{a.overlap_ratio:.1%}", a.makespan_us / a.lower_bound_us,
+                     f"{a.peak_memory_bytes / b.peak_memory_bytes:.3f}",
+                     f"{plan.original_arena_bytes / 2**30:.2f} -> {plan.arena_bytes / 2**30:.2f}"])
+    return table(["graph", "nodes", "collectives", "JSON MB", "optimize wall s", "CPU s",
+                  "makespan before ms", "after ms", "exposed before ms", "exposed after ms",
+                  "overlap after", "makespan / bound", "peak after / before",
+                  "comm arena GiB (original -> optimized)"], rows)
+
+
 def _synthetic(target_nodes: int):
     from commopt.synth import fsdp_tp_stack
 
@@ -157,7 +190,13 @@ def run(quick: bool) -> str:
         "Simulated with the analytical estimator, H100 preset (estimates). Memory budget: the "
         "default +10% over the original order's peak. `peak after / before` is the peak live "
         "memory ratio.\n",
-        _quality(),
+        _quality(quick),
+        "\nThe realistic graphs (`sample_graphs/realistic/`, see its MANIFEST.json): transformers' "
+        "Llama with the Llama-3-8B configuration, FSDP (dp=8) x TP+SP (tp=8) at 64 ranks, "
+        "forward+backward traced with fake tensors. `commopt.optimize` end to end: load, "
+        "estimate (analytical, H100), passes, and every output (reordered graph, buffer plan, "
+        "runner, report, trace, summary) written.\n",
+        _realistic(quick),
         "\nWhat is left, per sample (makespan / lower bound of the default pipeline): the "
         "tight bound adds that all compute before a node runs on one stream (and, order "
         "kept, the global collective issue order); `+10%, cross-group` allows reordering "

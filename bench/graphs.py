@@ -35,6 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 WORK_DIR = ROOT / "bench" / "_work"
 SAMPLES_DIR = ROOT / "sample_graphs" / "ws8"
+REALISTIC_DIR = ROOT / "sample_graphs" / "realistic"
 WORLD_SIZE = 8
 
 #: c10d group name -> global ranks, as created by :func:`init_fake_pg` (rank 0's view).
@@ -348,8 +349,9 @@ SPECS: dict[str, GraphSpec] = {
 
 @dataclass(frozen=True)
 class BenchGraph:
-    """A benchmark graph on disk: its name and ``.pt2`` path (process groups recorded inside
-    the archive by :func:`commopt.io.groups.save_with_groups`)."""
+    """A benchmark graph on disk: its name and path, a ``.pt2`` archive (process groups
+    recorded inside by :func:`commopt.io.groups.save_with_groups`) or, for the shape-only
+    realistic graphs, a JSON graph (groups inside the file)."""
 
     name: str
     path: Path
@@ -403,6 +405,19 @@ def sample_graphs() -> list[BenchGraph]:
     """The checked-in samples at world size 8 (``sample_graphs/ws8/*.pt2``), by name."""
     return [BenchGraph(f"sample:{p.stem}", p, generated=False)
             for p in sorted(SAMPLES_DIR.glob("*.pt2"))]
+
+
+def realistic_graphs(quick: bool = False) -> list[BenchGraph]:
+    """The realistic-size, shape-only graphs (``sample_graphs/realistic/``, listed in its
+    MANIFEST.json): Llama-3-8B steps at 64 ranks, JSON only (they carry no weights, so
+    nothing that needs an FX graph, such as torch's own scheduler, can run on them).
+    ``quick`` keeps the smallest one."""
+    import json
+
+    entries = json.loads((REALISTIC_DIR / "MANIFEST.json").read_text(encoding="utf-8"))["graphs"]
+    entries.sort(key=lambda e: (e["nodes"], e["name"]))
+    return [BenchGraph(f"realistic:{e['name']}", REALISTIC_DIR / e["file"], generated=False)
+            for e in (entries[:1] if quick else entries)]
 
 
 def benchmark_graphs(quick: bool) -> list[BenchGraph]:

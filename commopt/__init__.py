@@ -19,7 +19,10 @@ _LAZY = {
     "NodeKind": "commopt.ir.graph:NodeKind",
     "CommoptError": "commopt.errors:CommoptError",
     "optimize": "commopt.api:optimize",
-    "OptimizeResult": "commopt.api:OptimizeResult",
+    "OptimizeResult": "commopt.result:OptimizeResult",
+    "OutputOptions": "commopt.result:OutputOptions",
+    "build_outputs": "commopt.outputs:build_outputs",
+    "write_outputs": "commopt.outputs:write_outputs",
     "record_process_groups": "commopt.io.groups:record_process_groups",
     "save_with_groups": "commopt.io.groups:save_with_groups",
 }

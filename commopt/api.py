@@ -8,20 +8,23 @@ The CLI's ``optimize`` command is a thin layer over :func:`optimize`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
 from commopt.ir.graph import Graph
+from commopt.ir.schedule import Schedule
+from commopt.outputs import build_outputs, write_outputs
 from commopt.passes.base import DEFAULT_MAX_MEMORY_INCREASE, PassContext
 from commopt.passes.manager import PassManager, PipelineResult
 from commopt.progress import SILENT, Progress
+from commopt.result import OptimizeResult, OutputOptions
 from commopt.schemas.summary import (
     CollectiveCount,
     PassSummary,
@@ -31,66 +34,7 @@ from commopt.schemas.summary import (
     Timings,
 )
 
-if TYPE_CHECKING:
-    from commopt.outputs import Artifacts
-    from commopt.schemas.buffer_plan import BufferPlan
-    from commopt.schemas.report import OverlapReport
-
-SUMMARY_FILE = "summary.json"
-
-
-@dataclass
-class OptimizeResult:
-    """The optimized order of a graph and everything known about it.
-
-    ``order`` is the new order (node indices); ``pipeline`` has the simulation before and
-    after and a record per pass; ``summary`` is what ``summary.json`` holds; ``written`` the
-    files written (when an output directory was given).
-    """
-
-    graph: Graph
-    order: list[int]
-    durations_us: list[float]
-    estimator: str
-    pipeline: PipelineResult
-    summary: Summary
-    written: list[Path] = field(default_factory=list)
-    artifacts: Artifacts | None = None
-
-    @property
-    def plan(self) -> BufferPlan | None:
-        """The buffer plan on the new order (built on first use)."""
-        return self._artifacts().plan
-
-    @property
-    def report(self) -> OverlapReport | None:
-        """The before/after overlap report (built on first use)."""
-        return self._artifacts().report
-
-    def _artifacts(self) -> Artifacts:
-        if self.artifacts is None:
-            from commopt.outputs import build_artifacts
-
-            self.artifacts = build_artifacts(self)
-        return self.artifacts
-
-    @property
-    def has_collectives(self) -> bool:
-        """Whether the graph had anything to overlap."""
-        return self.summary.collectives > 0
-
-    def write(self, output_dir: str | os.PathLike[str], *, align: int | None = None,
-              comm_buffers: str | None = None, progress: Progress = SILENT) -> list[Path]:
-        """Write the full output set into ``output_dir`` (see :mod:`commopt.outputs`):
-        the reordered graph (the input's format), ``buffer_plan.json``, the runner script,
-        ``report.html``, ``trace.json`` and ``summary.json``; returns the paths written."""
-        from commopt.outputs import build_artifacts, write_outputs
-
-        if self.artifacts is None:
-            self.artifacts = build_artifacts(self, align=align, comm_buffers=comm_buffers,
-                                             progress=progress)
-        return write_outputs(self, output_dir, self.artifacts, progress=progress)
-
+__all__ = ["OptimizeResult", "OutputOptions", "build_outputs", "optimize", "write_outputs"]
 
 def optimize(
     graph: Graph | str | os.PathLike[str] | Any,
@@ -123,9 +67,9 @@ def optimize(
     original order's peak. Durations come from ``estimator`` — a spec such as
     ``"profile,analytical"`` or an :class:`~commopt.estimators.EstimatorOptions` (hardware,
     GPUs per node, profile and table files) — unless ``durations_us`` gives them. A graph
-    without collectives keeps its order. With ``output_dir`` the full output set is written
-    there (:meth:`OptimizeResult.write`; ``align`` and ``comm_buffers`` shape the buffer
-    plan). ``timings=False`` leaves wall times out of the summary so re-runs are
+    without collectives keeps its order. With ``output_dir`` the full output set is built
+    (:func:`build_outputs`; ``align`` and ``comm_buffers`` shape the buffer plan) and written
+    there (:func:`write_outputs`), and the result carries both. ``timings=False`` leaves wall times out of the summary so re-runs are
     byte-identical. ``progress`` hears about each stage (load, estimate, each pass, ...).
     """
     from commopt.io import graph_suffix, load_graph
@@ -217,10 +161,14 @@ def optimize(
             passes=[PassTiming(name=r.name, seconds=round(r.seconds, 6)) for r in pipeline.records],
         ) if timings else None,
     )
-    result = OptimizeResult(g, list(pipeline.order), durs, estimator_name, pipeline, summary)
-    if output_dir is not None:
-        result.write(output_dir, align=align, comm_buffers=comm_buffers, progress=progress)
-    return result
+    result = OptimizeResult(g, Schedule.of(g, pipeline.order), tuple(durs), estimator_name,
+                            pipeline, summary)
+    if output_dir is None:
+        return result
+    outputs = build_outputs(result, OutputOptions(align=align, comm_buffers=comm_buffers),
+                            progress=progress)
+    written = write_outputs(result, outputs, output_dir, progress=progress)
+    return dataclasses.replace(result, summary=outputs.summary, outputs=outputs, written=written)
 
 
 def _numbers(sim) -> SimNumbers:

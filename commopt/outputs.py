@@ -1,88 +1,92 @@
 """Everything ``commopt optimize`` writes into its output directory, from one optimize result.
 
-The reordered graph (the input's format), ``buffer_plan.json``, the runner script
-``run_<name>.py``, ``report.html``, ``trace.json`` and, last, ``summary.json``: a reader that
-finds ``summary.json`` knows the rest of the set was written. Every file goes through
-:mod:`commopt.io.atomic`, so a run killed at any point leaves each file either complete (old
-or new) or absent, never partial. Outputs are deterministic except the wall times in
-``summary.json`` (``optimizer_seconds``/``timings``, left out with ``timings=False``).
+Two steps, each done once: :func:`build_outputs` makes every artifact in memory from the
+result and explicit :class:`OutputOptions` (the buffer plan, the runner's source, the report,
+the final summary); :func:`write_outputs` writes them. Neither changes the result.
+
+The files, in writing order: the reordered graph (the input's format), ``buffer_plan.json``,
+the runner script ``run_<name>.py``, ``report.html``, ``trace.json`` and, last,
+``summary.json``: a reader that finds ``summary.json`` knows the rest of the set was written.
+Every file goes through :mod:`commopt.io.atomic`, so a run killed at any point leaves each file
+either complete (old or new) or absent, never partial. Outputs are deterministic except the
+wall times in ``summary.json`` (left out with ``timings=False``).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from commopt.errors import GraphError, OptionError
 from commopt.progress import SILENT, Progress
+from commopt.result import OptimizeResult, OutputOptions, Outputs
 
-if TYPE_CHECKING:
-    from commopt.api import OptimizeResult
-    from commopt.schemas.buffer_plan import BufferPlan
-    from commopt.schemas.report import OverlapReport
-
+SUMMARY_FILE = "summary.json"
 PLAN_FILE = "buffer_plan.json"
 REPORT_HTML = "report.html"
 TRACE_FILE = "trace.json"
 
 
-@dataclass
-class Artifacts:
-    """What was produced besides the order: the plan, the runner's name, the report."""
-
-    plan: BufferPlan | None = None
-    runner_name: str | None = None
-    report: OverlapReport | None = None
+#: The output options when none are given: default alignment, buffers for every collective.
+DEFAULT_OUTPUT_OPTIONS = OutputOptions()
 
 
-def build_artifacts(
-    result: OptimizeResult,
-    *,
-    align: int | None = None,
-    comm_buffers: str | None = None,
-    progress: Progress = SILENT,
-) -> Artifacts:
-    """Plan buffers on the optimized order and build the overlap report (nothing written).
+def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPUT_OPTIONS, *,
+                  progress: Progress = SILENT) -> Outputs:
+    """Plan buffers on the optimized order, generate the runner and build the report.
 
-    Adds the buffer-plan totals, with the arena the original order would need, to
-    ``result.summary.buffer_plan``.
+    The summary of the outputs is the result's summary with the buffer-plan totals (and the
+    arena the original order would need), the runner's note and the list of files added;
+    ``result`` itself is not changed, so building twice gives equal outputs.
     """
     from commopt.buffers import compare_plans, plan_buffers
     from commopt.buffers.planner import DEFAULT_ALIGN_BYTES
-    from commopt.codegen import runner_filename
     from commopt.report import build_report
 
     g = result.graph
-    align = DEFAULT_ALIGN_BYTES if align is None else align
+    order = list(result.order)
+    align = DEFAULT_ALIGN_BYTES if options.align is None else options.align
     with progress.stage("plan buffers"):
-        plan = plan_buffers(g, result.order, align=align, collective_types=comm_buffers)
-        result.summary.buffer_plan = compare_plans(
-            g, g.original_order, result.order, align=align, collective_types=comm_buffers,
-            new_plan=plan,
-        )
+        plan = plan_buffers(g, order, align=align, collective_types=options.comm_buffers)
+        comparison = compare_plans(g, g.original_order, order, align=align,
+                                   collective_types=options.comm_buffers, new_plan=plan)
+    notes = list(result.summary.notes)
+    with progress.stage("generate runner"):
+        runner_name, runner_source, note = _runner(g, order, plan)
+    notes.append(note)
     with progress.stage("build report"):
         report = build_report(
-            g, g.original_order, result.order, result.durations_us,
+            g, g.original_order, order, list(result.durations_us),
             estimator_name=result.estimator,
             before_sim=result.pipeline.initial, after_sim=result.pipeline.final,
             memory_budget_bytes=result.summary.memory_budget_bytes, notes=result.summary.notes,
         )
-    return Artifacts(plan=plan, runner_name=runner_filename(g), report=report)
+    files = [result.summary.output, PLAN_FILE, *([runner_name] if runner_name else []),
+             REPORT_HTML, TRACE_FILE, SUMMARY_FILE]
+    summary = result.summary.model_copy(deep=True, update={
+        "buffer_plan": comparison, "notes": notes, "outputs": files})
+    return Outputs(summary=summary, graph_file=result.summary.output, plan=plan,
+                   runner_name=runner_name, runner_source=runner_source, report=report)
 
 
-def write_outputs(
-    result: OptimizeResult,
-    output_dir: str | os.PathLike[str],
-    artifacts: Artifacts,
-    *,
-    progress: Progress = SILENT,
-) -> list[Path]:
-    """Write the whole output set into ``output_dir``; returns the paths in writing order."""
-    from commopt.api import SUMMARY_FILE
+def _runner(graph, order: list[int], plan) -> tuple[str | None, str | None, str]:
+    """(file name, source, summary note) of the runner, or no runner and the reason."""
+    from commopt.codegen import generate, runner_filename
+
+    try:
+        model, source = generate(graph, order, plan)
+    except GraphError as exc:  # an op the runner cannot launch (e.g. send/recv)
+        return None, None, f"runner not generated: {exc}"
+    return runner_filename(graph), source, _runner_note(model)
+
+
+def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os.PathLike[str], *,
+                  progress: Progress = SILENT) -> tuple[Path, ...]:
+    """Write the output set into ``output_dir``; returns the paths in writing order.
+
+    ``result`` provides the graph and order the reordered graph file is written from.
+    """
     from commopt.buffers import save_plan
-    from commopt.codegen import write_runner
     from commopt.io import atomic, save_graph
     from commopt.report import write_html, write_trace
 
@@ -90,36 +94,31 @@ def write_outputs(
     if out.exists() and not out.is_dir():
         raise OptionError("exists and is not a directory", file=str(out), field="--output")
     g = result.graph
-    target = out / result.summary.output
+    target = out / outputs.graph_file
     if g.source_path is not None and Path(g.source_path).resolve() == target.resolve():
         raise OptionError("would overwrite the input graph; choose another output directory",
                           file=str(target), field="--output")
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     with progress.stage("write graph"):
-        written.append(save_graph(g, target, result.order))
-    if artifacts.plan is not None:
-        written.append(save_plan(artifacts.plan, out / PLAN_FILE))
-    if artifacts.runner_name is not None:
-        with progress.stage("generate runner"):
-            try:
-                model = write_runner(g, out / artifacts.runner_name, result.order, artifacts.plan)
-            except GraphError as exc:  # an op the runner cannot launch (e.g. send/recv)
-                result.summary.notes.append(f"runner not generated: {exc}")
-            else:
-                written.append(out / artifacts.runner_name)
-                result.summary.notes.append(_runner_note(model))
-    if artifacts.report is not None:
+        written.append(save_graph(g, target, list(result.order)))
+    if outputs.plan is not None:
+        written.append(save_plan(outputs.plan, out / PLAN_FILE))
+    if outputs.runner_name is not None:
+        path = out / outputs.runner_name
+        with atomic.atomic_path(path) as tmp:
+            tmp.write_text(outputs.runner_source, encoding="utf-8")
+            tmp.chmod(0o755)
+        written.append(path)
+    if outputs.report is not None:
         with progress.stage("write reports"):
-            write_html(artifacts.report, out / REPORT_HTML)
-            write_trace(artifacts.report, out / TRACE_FILE)
+            write_html(outputs.report, out / REPORT_HTML)
+            write_trace(outputs.report, out / TRACE_FILE)
             written += [out / REPORT_HTML, out / TRACE_FILE]
-    result.summary.outputs = [p.name for p in written] + [SUMMARY_FILE]
     summary_path = out / SUMMARY_FILE
-    atomic.write_text(summary_path, result.summary.model_dump_json(indent=2) + "\n")
+    atomic.write_text(summary_path, outputs.summary.model_dump_json(indent=2) + "\n")
     written.append(summary_path)
-    result.written = written
-    return written
+    return tuple(written)
 
 
 def _runner_note(model) -> str:

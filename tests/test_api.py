@@ -11,6 +11,8 @@ from commopt.errors import CommoptError, OptionError
 from commopt.ir.graph import NodeKind
 from commopt.synth import fsdp_tp_stack
 
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_graphs"
+
 
 class FailsOnAllReduce:
     """An estimator that breaks on all-reduce nodes (to test error reporting)."""
@@ -39,7 +41,7 @@ def test_optimize_a_graph_object_with_given_durations():
     assert s.lower_bound_us <= s.after.makespan_us
     assert s.makespan_over_lower_bound == pytest.approx(s.after.makespan_us / s.lower_bound_us)
     assert s.optimizer_seconds is None and s.timings is None
-    assert result.written == []
+    assert result.written == ()
 
 
 def test_cross_group_reorder_is_at_least_as_good():
@@ -83,6 +85,33 @@ def test_negative_memory_increase_asks_for_less_memory_than_the_original(samples
     assert not any(n.startswith("memory budget not met") for n in tight.notes)
     impossible = commopt.optimize(src, max_memory_increase=-0.9, timings=False).summary
     assert any(n.startswith("memory budget not met") for n in impossible.notes)
+
+
+def test_results_are_frozen_and_outputs_are_built_from_explicit_options(tmp_path):
+    """Regression: ``r.plan`` then ``r.write(d, align=4096)`` wrote a plan aligned to 512 (the
+    plan was built lazily on first use), and writing twice duplicated the runner note."""
+    import dataclasses
+
+    from commopt.buffers.planfile import load_plan
+
+    src = SAMPLES / "ws2" / "fsdp.pt2"
+    result = commopt.optimize(src, timings=False)
+    assert result.outputs is None and result.plan is None and result.written == ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.order = result.graph.original_order  # type: ignore[misc]
+    notes_before = list(result.summary.notes)
+
+    aligned = commopt.build_outputs(result, commopt.OutputOptions(align=4096))
+    assert aligned.plan.align_bytes == 4096
+    first = commopt.write_outputs(result, aligned, tmp_path / "a")
+    second = commopt.write_outputs(result, aligned, tmp_path / "b")
+    assert load_plan(tmp_path / "a" / "buffer_plan.json").align_bytes == 4096
+    assert [p.name for p in first] == [p.name for p in second] == aligned.summary.outputs
+    assert (tmp_path / "a" / "summary.json").read_bytes() == (tmp_path / "b" / "summary.json").read_bytes()
+    runner_notes = [n for n in aligned.summary.notes if n.startswith("runner ")]
+    assert len(runner_notes) == 1
+    assert result.summary.notes == notes_before  # the result did not change
+    assert commopt.build_outputs(result).plan.align_bytes == 512
 
 
 def test_optimize_refuses_a_group_of_unknown_size_and_takes_it_from_a_live_job(samples_dir):

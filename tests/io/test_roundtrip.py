@@ -38,7 +38,8 @@ def test_every_sample_is_committed_in_both_sets():
         for name in ("fsdp", "tp", "ddp", "mesh2d", "moe", "llama_tp"):
             assert (s, name) in names
             assert (SAMPLES / s / f"{name}.json").is_file()
-    total = sum(p.stat().st_size for p in SAMPLES.rglob("*") if p.is_file())
+    # the toy sets stay small; sample_graphs/realistic/ has its own budget (tests/test_realistic_graphs.py)
+    total = sum(p.stat().st_size for s in ("ws8", "ws2") for p in (SAMPLES / s).rglob("*") if p.is_file())
     assert total < 5 * 1024 * 1024
 
 

@@ -1,0 +1,79 @@
+"""``OptimizeResult``: what :func:`commopt.optimize` found, frozen; and the output set's types.
+
+The result holds the graph, the new schedule, the durations it was scored with, the pass
+pipeline's record and the summary. It never changes after it is made: the output set is built
+from it by :func:`commopt.outputs.build_outputs` with explicit options and written by
+:func:`commopt.outputs.write_outputs`; when ``optimize`` was given an output directory, the
+outputs it built and the files it wrote are part of the result it returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from commopt.ir.graph import Graph
+from commopt.ir.schedule import Schedule
+
+if TYPE_CHECKING:
+    from commopt.passes.manager import PipelineResult
+    from commopt.schemas.buffer_plan import BufferPlan
+    from commopt.schemas.report import OverlapReport
+    from commopt.schemas.summary import Summary
+
+
+@dataclass(frozen=True, slots=True)
+class OutputOptions:
+    """How the output set is made: buffer alignment (None: the planner's default, 512 B) and
+    the collective types that get persistent buffers (None: all)."""
+
+    align: int | None = None
+    comm_buffers: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outputs:
+    """Every artifact of an output set, built once: nothing here is computed when written."""
+
+    summary: Summary
+    graph_file: str
+    plan: BufferPlan | None
+    runner_name: str | None
+    runner_source: str | None
+    report: OverlapReport | None
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizeResult:
+    """The optimized schedule of a graph and everything known about it.
+
+    ``order`` is the new schedule; ``pipeline`` has the simulation before and after and a
+    record per pass; ``summary`` is what ``summary.json`` holds (with the output set's
+    entries when ``outputs`` were built). ``outputs`` and ``written`` are set when
+    ``optimize`` wrote an output directory.
+    """
+
+    graph: Graph
+    order: Schedule
+    durations_us: tuple[float, ...]
+    estimator: str
+    pipeline: PipelineResult
+    summary: Summary
+    outputs: Outputs | None = None
+    written: tuple[Path, ...] = ()
+
+    @property
+    def plan(self) -> BufferPlan | None:
+        """The buffer plan on the new order, when outputs were built."""
+        return self.outputs.plan if self.outputs is not None else None
+
+    @property
+    def report(self) -> OverlapReport | None:
+        """The before/after overlap report, when outputs were built."""
+        return self.outputs.report if self.outputs is not None else None
+
+    @property
+    def has_collectives(self) -> bool:
+        """Whether the graph had anything to overlap."""
+        return self.summary.collectives > 0
