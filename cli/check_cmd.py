@@ -37,7 +37,7 @@ from commopt.cli.options import emit_json, format_option, graph_argument, group_
 def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overlap: float | None,
               max_peak_memory: int | None, baseline: str | None, max_regression: float | None,
               as_is: bool, passes: str | None, max_memory_increase: float | None,
-              markdown_file: str | None, groups_file: str | None, mesh: str | None, fmt: str,
+              markdown_file: str | None, groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str,
               **estimator_values) -> None:
     """Simulate GRAPH and fail (exit 1) when thresholds or the baseline are not met."""
     from commopt import gate
@@ -60,9 +60,11 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
     result = optimize(
         graph, passes=cfg.get("passes"), estimator=est,
         allow_cross_group_reorder=bool(cfg.get("allow_cross_group_reorder", False)),
-        groups=groups_file, mesh=mesh, timings=False, **kwargs,
+        groups=groups_file, mesh=mesh, world_size=world_size, timings=False, **kwargs,
     )
     s = result.summary
+    for warning in result.graph.meta.get("load_warnings", []):
+        app.warn(warning)
     numbers = s.before if as_is else s.after
     metrics = CheckMetrics(
         makespan_us=numbers.makespan_us, exposed_comm_us=numbers.exposed_comm_us,

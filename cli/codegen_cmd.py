@@ -39,7 +39,7 @@ def load_plan(path: str):
 @format_option
 @pass_app
 def codegen_cmd(app: App, graph: str, plan_file: str | None, no_plan: bool, output: str | None,
-                backend: str | None, groups_file: str | None, mesh: str | None, fmt: str) -> None:
+                backend: str | None, groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str) -> None:
     """Write a standalone torchrun script that runs GRAPH in its node order.
 
     The graph's node order is the order the script runs (give it the graph `commopt optimize`
@@ -51,7 +51,7 @@ def codegen_cmd(app: App, graph: str, plan_file: str | None, no_plan: bool, outp
 
     if plan_file is not None and no_plan:
         raise OptionError("--plan and --no-plan exclude each other", field="--plan")
-    g = load_graph_for_cli(graph, groups_file, mesh)
+    g = load_graph_for_cli(graph, groups_file, mesh, world_size)
     order = g.original_order
     if plan_file is not None:
         plan = load_plan(plan_file)

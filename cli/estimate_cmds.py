@@ -76,7 +76,7 @@ def options_from_cli(values: dict[str, Any]):
 @format_option
 @pass_app
 def estimate_cmd(app: App, graph: str | None, top: int, list_only: bool, groups_file: str | None,
-                 mesh: str | None, fmt: str, **est_values: Any) -> None:
+                 mesh: str | None, world_size: int | None, fmt: str, **est_values: Any) -> None:
     """Estimate every node's duration: totals by kind, the most expensive nodes."""
     if list_only:
         _list_estimators(app, fmt)
@@ -86,7 +86,7 @@ def estimate_cmd(app: App, graph: str | None, top: int, list_only: bool, groups_
     from commopt.estimators.report import estimate_report
 
     options = options_from_cli(est_values)
-    g = load_graph_for_cli(graph, groups_file, mesh)
+    g = load_graph_for_cli(graph, groups_file, mesh, world_size)
     report = estimate_report(g, options, top=top)
     for note in report.notes:
         app.warn(note)

@@ -21,12 +21,13 @@ from commopt.cli.options import (
 @group_options
 @format_option
 @pass_app
-def inspect_cmd(app: App, graph: str, groups_file: str | None, mesh: str | None, fmt: str) -> None:
+def inspect_cmd(app: App, graph: str, groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str) -> None:
     """Show node counts, collectives by group and type, inputs, outputs and warnings."""
     from commopt.inspect import inspect_graph
     from commopt.report.fmt import nbytes
 
-    report = inspect_graph(load_graph_for_cli(graph, groups_file, mesh))
+    report = inspect_graph(load_graph_for_cli(graph, groups_file, mesh, world_size,
+                                                   require_sizes=False, echo_warnings=False))
     if fmt == "json":
         emit_json(app, report)
         return
@@ -44,7 +45,7 @@ def inspect_cmd(app: App, graph: str, groups_file: str | None, mesh: str | None,
             t.add_column(col, justify="right" if col in ("size", "count", "bytes") else "left")
         for c in report.collectives:
             ranks = "?" if c.ranks is None else (str(c.ranks) if len(c.ranks) <= 8 else f"{len(c.ranks)} ranks")
-            t.add_row(c.group, str(c.group_size), ranks, c.type, str(c.count), nbytes(c.total_bytes))
+            t.add_row(c.group, "?" if c.group_size is None else str(c.group_size), ranks, c.type, str(c.count), nbytes(c.total_bytes))
         out.print(t)
     out.print(f"inputs: {len(report.inputs)}  outputs: {len(report.outputs)}")
     for w in report.warnings:
@@ -56,13 +57,14 @@ def inspect_cmd(app: App, graph: str, groups_file: str | None, mesh: str | None,
 @click.argument("dest", type=click.Path(path_type=str))
 @group_options
 @pass_app
-def convert_cmd(app: App, source: str, dest: str, groups_file: str | None, mesh: str | None) -> None:
+def convert_cmd(app: App, source: str, dest: str, groups_file: str | None, mesh: str | None,
+                world_size: int | None) -> None:
     """Convert a graph to commopt's JSON format (DEST must end in .json)."""
     from commopt.errors import OptionError
     from commopt.io.json_graph import save_json_graph
 
     if not dest.lower().endswith(".json"):
         raise OptionError("the destination must be a .json file", field="DEST")
-    g = load_graph_for_cli(source, groups_file, mesh)
+    g = load_graph_for_cli(source, groups_file, mesh, world_size)
     save_json_graph(g, dest)
     app.info(f"wrote {dest} ({len(g.nodes)} nodes)")

@@ -36,7 +36,7 @@ from commopt.cli.progress import stage_progress
 def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
                  max_memory_increase: float | None, allow_cross_group_reorder: bool | None,
                  align: int | None, comm_buffers: str | None, no_timings: bool,
-                 groups_file: str | None, mesh: str | None, fmt: str, **estimator_values) -> None:
+                 groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str, **estimator_values) -> None:
     """Reorder GRAPH so communication overlaps with compute and write, into OUTPUT: the
     reordered graph (same format), buffer_plan.json, run_NAME.py, report.html, trace.json
     and summary.json."""
@@ -58,6 +58,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             estimator=options_from_cli(estimator_values),
             groups=groups_file,
             mesh=mesh,
+            world_size=world_size,
             output_dir=output_dir,
             align=cfg.get("align"),
             comm_buffers=cfg.get("comm_buffers"),
@@ -65,8 +66,9 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             progress=progress,
         )
     s = result.summary
+    load_warnings = set(result.graph.meta.get("load_warnings", []))
     for note in s.notes:
-        app.info(note)
+        (app.warn if note in load_warnings else app.info)(note)
     for path in result.written:
         app.debug(f"wrote {path}")
     app.info(f"wrote {len(result.written)} files to {output_dir}: {', '.join(s.outputs)}")

@@ -23,7 +23,15 @@ format_option = click.option(
 
 
 def group_options(f):
-    """--groups FILE and --mesh SPEC: process-group ranks a .pt2 archive does not record."""
+    """--groups FILE, --mesh SPEC and --world-size N: process-group sizes and ranks a .pt2
+    archive does not record (see docs/process-groups.md)."""
+    f = click.option(
+        "--world-size",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="Number of ranks in the job; the default process group '0' is the world.",
+    )(f)
     f = click.option(
         "--mesh",
         default=None,
@@ -40,11 +48,25 @@ def group_options(f):
     return f
 
 
-def load_graph_for_cli(graph: str, groups_file: str | None = None, mesh: str | None = None):
-    """Load a graph given on the command line (errors become one-line user errors)."""
-    from commopt.io import load_graph
+def load_graph_for_cli(graph: str, groups_file: str | None = None, mesh: str | None = None,
+                       world_size: int | None = None, *, require_sizes: bool = True,
+                       echo_warnings: bool = True):
+    """Load a graph given on the command line (errors become one-line user errors).
 
-    return load_graph(graph, groups=groups_file, mesh=mesh)
+    Every command whose output depends on group sizes (``require_sizes``) refuses a graph
+    with a group of unknown size; load warnings go to stderr unless the command shows them
+    itself (``echo_warnings=False``).
+    """
+    from commopt.io import load_graph
+    from commopt.io.groups import require_known_group_sizes
+
+    g = load_graph(graph, groups=groups_file, mesh=mesh, world_size=world_size)
+    if require_sizes:
+        require_known_group_sizes(g)
+    if echo_warnings:
+        for w in g.meta.get("load_warnings", []):
+            click.echo(f"warning: {w}", err=True)
+    return g
 
 
 def emit_json(app: App, payload: BaseModel | dict[str, Any]) -> None:

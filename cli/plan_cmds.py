@@ -37,14 +37,14 @@ def _ratio(a: int, b: int) -> str:
 @format_option
 @pass_app
 def plan_cmd(app: App, graph: str, output: str | None, align: int | None, comm_buffers: str | None,
-             groups_file: str | None, mesh: str | None, fmt: str) -> None:
+             groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str) -> None:
     """Plan one communication-buffer arena per process group on the graph's own order."""
     from commopt.buffers import DEFAULT_ALIGN_BYTES, plan_buffers
     from commopt.buffers.planfile import save_plan
     from commopt.config import load_config
 
     cfg = load_config().with_overrides({"align": align, "comm_buffers": comm_buffers})
-    g = load_graph_for_cli(graph, groups_file, mesh)
+    g = load_graph_for_cli(graph, groups_file, mesh, world_size)
     plan = plan_buffers(g, align=cfg.get("align", DEFAULT_ALIGN_BYTES),
                         collective_types=cfg.get("comm_buffers", "all"))
     if output is not None:
@@ -79,7 +79,7 @@ def plan_cmd(app: App, graph: str, output: str | None, align: int | None, comm_b
 @group_options
 @format_option
 @pass_app
-def verify_plan_cmd(app: App, graph: str, plan_file: str, groups_file: str | None, mesh: str | None,
+def verify_plan_cmd(app: App, graph: str, plan_file: str, groups_file: str | None, mesh: str | None, world_size: int | None,
                     fmt: str) -> None:
     """Check a buffer plan against GRAPH in its own order; exit 1 listing every problem."""
     from commopt.buffers import validate_plan
@@ -88,7 +88,7 @@ def verify_plan_cmd(app: App, graph: str, plan_file: str, groups_file: str | Non
     from commopt.schemas.buffer_plan import PlanVerification
 
     plan = load_plan(plan_file)
-    g = load_graph_for_cli(graph, groups_file, mesh)
+    g = load_graph_for_cli(graph, groups_file, mesh, world_size)
     problems = validate_plan(g, None, plan)
     if fmt == "json":
         emit_json(app, PlanVerification(ok=not problems, graph=graph, plan=plan_file, problems=problems))

@@ -49,7 +49,7 @@ def report_cmd(app: App, graph: str, reordered: str | None, html_path: str | Non
                trace_path: str | None, markdown_path: str | None, estimator: str | None,
                hardware: str | None, gpus_per_node: int | None, profile: str | None,
                table: str | None, max_memory_increase: float | None, top: int,
-               timeline_rows: int, groups_file: str | None, mesh: str | None, fmt: str) -> None:
+               timeline_rows: int, groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str) -> None:
     """Show how much communication GRAPH hides, before and after a reorder."""
     from commopt.config import load_config
     from commopt.estimators import EstimatorOptions
@@ -63,8 +63,8 @@ def report_cmd(app: App, graph: str, reordered: str | None, html_path: str | Non
         "estimator": estimator, "hardware": hardware, "gpus_per_node": gpus_per_node,
         "profile": profile, "table": table, "max_memory_increase": max_memory_increase,
     })
-    g = load_graph_for_cli(graph, groups_file, mesh)
-    r = load_graph_for_cli(reordered, groups_file, mesh) if reordered is not None else None
+    g = load_graph_for_cli(graph, groups_file, mesh, world_size)
+    r = load_graph_for_cli(reordered, groups_file, mesh, world_size) if reordered is not None else None
     report = compare_graphs(g, r, estimator_options=EstimatorOptions.from_mapping(cfg.values),
                             max_memory_increase=cfg.get("max_memory_increase"), top=top)
     written = []

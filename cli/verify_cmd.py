@@ -23,7 +23,7 @@ from commopt.cli.options import (
 @format_option
 @pass_app
 def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorder: bool,
-               groups_file: str | None, mesh: str | None, fmt: str) -> None:
+               groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str) -> None:
     """Check that REORDERED (any tool's) keeps every invariant of ORIGINAL; exit 1 if not.
 
     Nodes are matched by name; missing, extra and changed nodes are reported too.
@@ -32,8 +32,8 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
     from commopt.invariants import verify_reordered
     from commopt.schemas.verify import VerifyReport, ViolationModel
 
-    g0 = load_graph_for_cli(original, groups_file, mesh)
-    g1 = _load_reordered(reordered, groups_file, mesh)
+    g0 = load_graph_for_cli(original, groups_file, mesh, world_size)
+    g1 = _load_reordered(reordered, groups_file, mesh, world_size)
     violations = verify_reordered(g0, g1, allow_cross_group_reorder=allow_cross_group_reorder)
     report = VerifyReport(
         original=original, reordered=reordered, nodes=len(g0), ok=not violations,
@@ -53,14 +53,14 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
         raise CheckFailed(f"{len(violations)} invariant violation(s)", file=reordered)
 
 
-def _load_reordered(path: str, groups_file: str | None, mesh: str | None):
+def _load_reordered(path: str, groups_file: str | None, mesh: str | None, world_size: int | None):
     """The reordered graph; a JSON file that does not load as a graph (its order does not
     run, a node is missing) is read node by node so every violation can be listed."""
     from commopt.errors import GraphError
     from commopt.invariants import entries_from_json
 
     try:
-        return load_graph_for_cli(path, groups_file, mesh)
+        return load_graph_for_cli(path, groups_file, mesh, world_size)
     except GraphError:
         if not path.lower().endswith(".json"):
             raise

@@ -46,6 +46,7 @@ def optimize(
     durations_us: Sequence[float] | None = None,
     groups: str | os.PathLike[str] | None = None,
     mesh: str | None = None,
+    world_size: int | None = None,
     output_dir: str | os.PathLike[str] | None = None,
     align: int | None = None,
     comm_buffers: str | None = None,
@@ -55,7 +56,12 @@ def optimize(
     """Reorder ``graph`` so communication overlaps with compute, within a memory budget.
 
     ``graph``: a Graph, a path (``.pt2``/``.json``) or a torch object (see
-    :func:`commopt.io.load_graph`; ``groups``/``mesh`` name process-group ranks).
+    :func:`commopt.io.load_graph`; ``groups``/``mesh``/``world_size`` give process-group
+    sizes and ranks, and an in-memory program loaded while ``torch.distributed`` is
+    initialized gets the live groups). A group whose size nothing proves is a
+    :class:`~commopt.errors.GraphError`: the cost of its collectives depends on it. Load
+    warnings (e.g. unknown ranks) lead ``summary.notes``, so they reach the terminal,
+    ``summary.json`` and the report.
     ``passes``: ``"a,b,c"`` or a list (default :data:`commopt.passes.DEFAULT_PIPELINE`).
     ``max_memory_increase``: peak live memory may grow by at most this fraction of the
     original order's peak. Durations come from ``estimator`` — a spec such as
@@ -67,6 +73,7 @@ def optimize(
     byte-identical. ``progress`` hears about each stage (load, estimate, each pass, ...).
     """
     from commopt.io import graph_suffix, load_graph
+    from commopt.io.groups import require_known_group_sizes
     from commopt.passes.base import check_max_memory_increase
     from commopt.passes.registry import get_registry, parse_pipeline
 
@@ -77,11 +84,12 @@ def optimize(
 
     t0 = time.perf_counter()
     with progress.stage("load"):
-        g = load_graph(graph, groups=groups, mesh=mesh)
+        g = load_graph(graph, groups=groups, mesh=mesh, world_size=world_size)
+    require_known_group_sizes(g)
     t_load = time.perf_counter() - t0
 
     t1 = time.perf_counter()
-    notes: list[str] = []
+    notes: list[str] = list(g.meta.get("load_warnings", []))
     if durations_us is not None:
         durs = [float(d) for d in durations_us]
         if len(durs) != len(g):

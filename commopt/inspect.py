@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from commopt.io.groups import unknown_group_sizes
 from commopt.ir.graph import Graph, NodeKind
 from commopt.schemas.inspect import CollectiveSummary, InspectReport, TensorSummary
 
@@ -16,11 +17,12 @@ def inspect_graph(graph: Graph) -> InspectReport:
         if n.kind is NodeKind.COLLECTIVE and n.collective is not None:
             per.setdefault((n.collective.group, n.collective.type), []).append(n.collective.bytes)
     collectives = []
+    unknown_sizes = set(unknown_group_sizes(graph))
     for (g, t), sizes in sorted(per.items()):
         pg = graph.groups[g]
         collectives.append(
             CollectiveSummary(
-                group=g, group_size=pg.size, ranks=list(pg.ranks) if pg.ranks else None,
+                group=g, group_size=None if g in unknown_sizes else pg.size, ranks=list(pg.ranks) if pg.ranks else None,
                 type=t, count=len(sizes), total_bytes=sum(sizes),
             )
         )

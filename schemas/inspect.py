@@ -9,7 +9,8 @@ class CollectiveSummary(BaseModel):
     """Collectives of one type in one process group."""
 
     group: str
-    group_size: int
+    group_size: int | None = Field(description="ranks in the group; null when nothing proves it "
+                                               "(commands that cost communication refuse the graph)")
     ranks: list[int] | None
     type: str
     count: int

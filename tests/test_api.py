@@ -112,3 +112,35 @@ def test_results_are_frozen_and_outputs_are_built_from_explicit_options(tmp_path
     assert len(runner_notes) == 1
     assert result.summary.notes == notes_before  # the result did not change
     assert commopt.build_outputs(result).plan.align_bytes == 512
+
+
+def test_optimize_refuses_a_group_of_unknown_size_and_takes_it_from_a_live_job(samples_dir):
+    """A plain-saved Llama TP program: group '0' has no size until the job (fake backend) is up."""
+    import torch
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    from commopt.errors import GraphError
+
+    ep = torch.export.load(str(samples_dir / "ws8" / "llama_tp.pt2"))
+    with pytest.raises(GraphError, match=r"size of process group\(s\) '0' unknown.*--world-size N"):
+        commopt.optimize(ep)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=8)
+    try:
+        live = commopt.optimize(ep, timings=False).summary
+    finally:
+        dist.destroy_process_group()
+    given = commopt.optimize(ep, world_size=8, timings=False).summary
+    assert live.before.exposed_comm_us > 100.0
+    assert live.before == given.before and live.after == given.after
+
+
+def test_record_process_groups_is_typed_and_documented():
+    import inspect
+
+    sig = inspect.signature(commopt.record_process_groups)
+    assert "DeviceMesh" in str(sig.parameters["mesh"].annotation)
+    assert sig.return_annotation == "GroupsDocument"
+    assert "initialized" in commopt.record_process_groups.__doc__

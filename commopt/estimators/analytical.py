@@ -111,23 +111,25 @@ class AnalyticalEstimator:
 
     # ---------------------------------------------------------------- collectives
     def group_layout(self, graph: Graph, group: str) -> tuple[int, int]:
-        """(ranks, hosts) of ``group``; unknown ranks assume the fewest hosts (noted once)."""
+        """(ranks, hosts) of ``group``; unknown ranks assume the fewest hosts (noted once).
+
+        The size must be proven (:func:`commopt.io.groups.proven_group_size` raises a
+        one-line error otherwise): a guessed size would make the numbers look good.
+        """
+        from commopt.io.groups import proven_group_size
+
         pg = graph.groups.get(group)
         key = (group, pg, graph.world_size)  # one estimator may serve several graphs
         cached = self._hosts_cache.get(key)
         if cached is not None:
             return cached
-        if pg is None:
-            n = graph.world_size or 1
-            self._note(f"group {group!r} is not declared; assuming {n} rank(s) (the world size)")
-            ranks = None
-        else:
-            n, ranks = pg.size, pg.ranks
+        n = proven_group_size(graph, group)
+        ranks = pg.ranks if pg is not None else tuple(range(n))
         if ranks is not None:
             hosts = len({r // self.gpus_per_node for r in ranks})
         else:
             hosts = -(-n // self.gpus_per_node)
-            if pg is not None and n > 1:
+            if n > 1:
                 where = "inside one node" if hosts == 1 else f"across {hosts} nodes"
                 self._note(
                     f"group {group!r} has no rank list; assuming its {n} ranks are packed {where} "

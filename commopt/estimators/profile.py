@@ -146,8 +146,9 @@ class ProfileEstimator:
         """Measured or interpolated duration, or None to defer."""
         if node.kind is NodeKind.COLLECTIVE and node.collective is not None:
             info = node.collective
-            pg = graph.groups.get(info.group)
-            n = pg.size if pg is not None else (graph.world_size or 1)
+            from commopt.io.groups import proven_group_size
+
+            n = proven_group_size(graph, info.group)
             return self.collective_us(info.type, n, info.bytes)
         if node.kind is NodeKind.COMPUTE:
             return self._compute.get(compute_key(node, graph))

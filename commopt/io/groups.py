@@ -9,10 +9,19 @@ later ones overriding earlier ones:
 3. ``--groups FILE`` (same format, ``schemas/groups.py``);
 4. ``--mesh dp=2,tp=4``: ranks laid out row-major; a group is matched to the mesh dimension of
    its size when exactly one dimension has that size;
-5. inference: a group whose size is the world size holds every rank.
+5. ``--world-size N`` (or the mesh's or a record's world size): the default group ``"0"`` is
+   the world;
+6. inference: a group whose size is the world size holds every rank.
 
-Where ranks stay unknown, ``graph.meta["load_warnings"]`` names the groups and says how to
-supply them.
+When ``torch.distributed`` is initialized, an in-memory program loaded through the Python API
+also gets the live groups (:func:`record_process_groups`) as its first, weakest record.
+
+A group's *size* is known only when it is proven: by the graph's own ops (``group_size``
+arguments, ``all_to_all`` split lists), by a record, by a mesh dimension named in a record, or
+by the world size for group ``"0"``. A group of unknown size keeps a placeholder size and is
+listed in ``graph.meta["unknown_group_sizes"]``; :func:`require_known_group_sizes` turns that
+into an error for every command whose numbers depend on it. Where sizes or ranks stay unknown,
+``graph.meta["load_warnings"]`` names the groups and says how to supply them.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -37,14 +46,23 @@ from commopt.schemas.groups import (
     GroupsDocument,
 )
 
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
 #: Name of the groups record inside a ``.pt2`` archive (under its ``extra/`` folder).
 ARCHIVE_GROUPS_NAME = "commopt_groups.json"
 SIDECAR_SUFFIX = ".groups.json"
 
 HOW_TO_SUPPLY = (
     "export with commopt.save_with_groups(ep, path), or pass --groups FILE "
-    "(format commopt-groups) or --mesh dp=N,tp=M"
+    "(format commopt-groups), --mesh dp=N,tp=M or --world-size N (group '0' is the world)"
 )
+
+#: c10d name of the default process group (the one ``init_process_group`` creates): the world.
+DEFAULT_GROUP = "0"
+
+#: ``graph.meta`` key listing the groups whose size nothing proves.
+UNKNOWN_SIZES_KEY = "unknown_group_sizes"
 
 
 # --------------------------------------------------------------------------- mesh
@@ -89,12 +107,14 @@ def mesh_slices(mesh: dict[str, int], dim: str) -> list[list[int]]:
 
 
 # --------------------------------------------------------------------------- recording
-def record_process_groups(mesh: Any = None, *, rank: int | None = None) -> GroupsDocument:
+def record_process_groups(mesh: DeviceMesh | None = None, *, rank: int | None = None) -> GroupsDocument:
     """The live process groups of this process (name, global ranks, mesh dimension).
 
     Call it at export time, after ``init_process_group`` (a real or the fake backend) and
-    after creating the groups / DeviceMesh the model uses. ``mesh`` is a
-    ``torch.distributed.device_mesh.DeviceMesh`` whose named dimensions label the groups.
+    after creating the groups / DeviceMesh the model uses: a ``.pt2`` archive names groups
+    only by their c10d name, and this record is what gives them sizes and ranks. ``mesh``
+    labels the groups with its dimension names; ``rank`` defaults to this process's rank.
+    Raises :class:`~commopt.errors.OptionError` when ``torch.distributed`` is not initialized.
     """
     import torch.distributed as dist
     from torch.distributed import distributed_c10d as c10d
@@ -118,12 +138,25 @@ def record_process_groups(mesh: Any = None, *, rank: int | None = None) -> Group
     return GroupsDocument(world_size=world, rank=me, mesh=mesh_sizes, groups=ordered)
 
 
+def live_process_groups() -> GroupsDocument | None:
+    """:func:`record_process_groups` when ``torch.distributed`` is initialized, else None.
+
+    Used by the Python API on in-memory programs: inside a job the live groups are the
+    groups the program was traced with, so their sizes are proven rather than guessed.
+    """
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        return None
+    return record_process_groups()
+
+
 def dumps_groups(doc: GroupsDocument) -> str:
     """Deterministic JSON text of a groups document."""
     return json.dumps(doc.model_dump(mode="json", exclude_none=True), indent=2, sort_keys=False) + "\n"
 
 
-def save_with_groups(ep: Any, path: str | os.PathLike[str], *, mesh: Any = None,
+def save_with_groups(ep: Any, path: str | os.PathLike[str], *, mesh: DeviceMesh | None = None,
                      groups: GroupsDocument | None = None) -> Path:
     """``torch.export.save(ep, path)`` with the process groups stored in the archive.
 
@@ -195,12 +228,16 @@ def resolve_groups(
     records: Iterable[tuple[GroupsDocument, str | None]] = (),
     mesh: dict[str, int] | None = None,
     world_size: int | None = None,
+    given_world_size: int | None = None,
     sizes_known: set[str] | None = None,
-) -> tuple[dict[str, ProcessGroup], int | None, dict[str, int] | None, list[str]]:
-    """Fill in group sizes and ranks from records, a mesh and inference.
+) -> tuple[dict[str, ProcessGroup], int | None, dict[str, int] | None, list[str], list[str]]:
+    """Fill in group sizes and ranks from records, a mesh, the world size and inference.
 
     ``groups`` are the graph's groups (sizes the graph itself proves are in ``sizes_known``;
-    the others are placeholders). Returns the groups, world size, mesh and load warnings.
+    the others are placeholders). ``world_size`` is what the graph already says (records
+    override it); ``given_world_size`` is ``--world-size`` (it must agree with the rest).
+    Returns the groups, world size, mesh, load warnings and the groups whose size nothing
+    proves (those keep a placeholder size of 1 and must not be costed).
     """
     known = set(groups) if sizes_known is None else set(sizes_known)
     size: dict[str, int | None] = {n: (g.size if n in known else None) for n, g in groups.items()}
@@ -234,6 +271,25 @@ def resolve_groups(
                 field="--mesh",
             )
         world_size = mesh_world
+    if given_world_size is not None:
+        if given_world_size < 1:
+            raise OptionError("must be at least 1", field="--world-size")
+        if world_size is not None and world_size != given_world_size:
+            raise OptionError(
+                f"--world-size {given_world_size} contradicts the world size {world_size} that "
+                "the graph, its groups record or --mesh gives", field="--world-size",
+            )
+        world_size = given_world_size
+    if world_size is not None and DEFAULT_GROUP in groups:
+        s0 = size[DEFAULT_GROUP]
+        if s0 is None:
+            size[DEFAULT_GROUP] = world_size
+        elif s0 != world_size and ranks[DEFAULT_GROUP] is None:
+            raise OptionError(
+                f"group {DEFAULT_GROUP!r} is the default group (the world), but the graph's "
+                f"collectives use it with group size {s0} and the world size is {world_size}",
+                field="--world-size" if given_world_size is not None else "--mesh",
+            )
     warnings: list[str] = []
     ambiguous: list[str] = []
     for name in sorted(groups, key=lambda s: (len(s), s)):
@@ -252,37 +308,94 @@ def resolve_groups(
                 if dim not in mesh:
                     raise OptionError(f"group {name!r} runs along mesh dim {dim!r}, which the mesh "
                                       f"{mesh} lacks", field="--mesh")
+                if s is not None and s != mesh[dim]:
+                    raise OptionError(f"group {name!r} has size {s} but runs along mesh dim "
+                                      f"{dim!r} of size {mesh[dim]}", field="--mesh")
                 ranks[name] = tuple(mesh_slice(mesh, dim, export_rank))
                 dims[name] = dim
                 size[name] = len(ranks[name])
                 continue
         if world_size is not None and s == world_size:
             ranks[name] = tuple(range(world_size))
-    guessed = [n for n in groups if size[n] is None]
-    if guessed:
-        fallback = world_size or max((s for s in size.values() if s is not None), default=1)
-        for n in guessed:
-            size[n] = fallback
+    unknown_sizes = sorted((n for n in groups if size[n] is None), key=lambda s: (len(s), s))
+    if unknown_sizes:
         warnings.append(
-            "size of process group(s) " + ", ".join(repr(n) for n in sorted(guessed))
-            + f" not recorded in the graph; assumed {fallback}: {HOW_TO_SUPPLY}"
+            "size of process group(s) " + ", ".join(repr(n) for n in unknown_sizes)
+            + f" unknown (the graph does not record it): {HOW_TO_SUPPLY}"
         )
     if ambiguous:
         warnings.append("cannot tell which mesh dimension group(s) run along: " + "; ".join(ambiguous)
                         + ": pass --groups FILE")
-    unknown = sorted((n for n in groups if ranks[n] is None), key=lambda s: (len(s), s))
+    unknown = sorted((n for n in groups if ranks[n] is None and size[n] is not None),
+                     key=lambda s: (len(s), s))
     if unknown:
         warnings.append(
             "ranks of process group(s) " + ", ".join(repr(n) for n in unknown)
-            + f" unknown: {HOW_TO_SUPPLY}"
+            + f" unknown (the cost model packs each into as few hosts as possible): {HOW_TO_SUPPLY}"
         )
-    out = {n: ProcessGroup(n, int(size[n] or 1), ranks[n], dims[n]) for n in groups}
-    return out, world_size, mesh, warnings
+    out = {n: ProcessGroup(n, size[n] or 1, ranks[n], dims[n]) for n in groups}
+    return out, world_size, mesh, warnings, unknown_sizes
+
+
+def set_group_notes(meta: dict[str, Any], warnings: list[str], unknown_sizes: list[str]) -> None:
+    """Record what :func:`resolve_groups` found in a graph's ``meta`` (replacing older group notes)."""
+    kept = [w for w in meta.get("load_warnings", []) if "process group" not in w]
+    if kept or warnings:
+        meta["load_warnings"] = kept + warnings
+    else:
+        meta.pop("load_warnings", None)
+    if unknown_sizes:
+        meta[UNKNOWN_SIZES_KEY] = list(unknown_sizes)
+    else:
+        meta.pop(UNKNOWN_SIZES_KEY, None)
+
+
+def unknown_group_sizes(graph: Graph) -> list[str]:
+    """Names of the graph's groups whose size nothing proves (see :func:`resolve_groups`)."""
+    return list(graph.meta.get(UNKNOWN_SIZES_KEY, ()))
+
+
+def unknown_size_error(graph: Graph, names: list[str]) -> GraphError:
+    """The one-line error for costing a graph whose groups ``names`` have no proven size."""
+    return GraphError(
+        "size of process group(s) " + ", ".join(repr(n) for n in names)
+        + f" unknown (the graph does not record it; commopt does not guess): {HOW_TO_SUPPLY}",
+        file=graph.source_path,
+    )
+
+
+def require_known_group_sizes(graph: Graph) -> None:
+    """Raise a one-line :class:`GraphError` when a group's size is unknown.
+
+    Every result that costs communication (estimates, simulation, optimization, buffer plans,
+    runners) depends on group sizes, so those callers require them; ``inspect`` only warns.
+    """
+    names = unknown_group_sizes(graph)
+    if names:
+        raise unknown_size_error(graph, names)
+
+
+def proven_group_size(graph: Graph, group: str) -> int:
+    """Size of ``group`` as the graph proves it; a :class:`GraphError` where nothing does.
+
+    An undeclared group is the world only when it is the default group ``"0"`` and the world
+    size is known.
+    """
+    if group in graph.meta.get(UNKNOWN_SIZES_KEY, ()):
+        raise unknown_size_error(graph, [group])
+    pg = graph.groups.get(group)
+    if pg is not None:
+        return pg.size
+    if group == DEFAULT_GROUP and graph.world_size is not None:
+        return graph.world_size
+    raise GraphError(f"collectives use process group {group!r}, which the graph does not declare "
+                     f"(no size or ranks): {HOW_TO_SUPPLY}", file=graph.source_path)
 
 
 def apply_group_overrides(graph: Graph, *, groups: str | os.PathLike[str] | GroupsDocument | None = None,
-                          mesh: str | dict[str, int] | None = None) -> Graph:
-    """A copy of ``graph`` with group ranks from a groups file and/or a mesh spec.
+                          mesh: str | dict[str, int] | None = None,
+                          world_size: int | None = None) -> Graph:
+    """A copy of ``graph`` with group ranks from a groups file, a mesh spec and/or a world size.
 
     The nodes are shared (groups carry no derived edge data), so this is cheap.
     """
@@ -291,19 +404,17 @@ def apply_group_overrides(graph: Graph, *, groups: str | os.PathLike[str] | Grou
         records.append((groups, None))
     elif groups is not None:
         records.append((read_groups_file(groups), str(groups)))
-    new_groups, world, mesh_d, warnings = resolve_groups(
+    known = set(graph.groups) - set(unknown_group_sizes(graph))
+    new_groups, world, mesh_d, warnings, unknown_sizes = resolve_groups(
         graph.groups, records=records, mesh=parse_mesh(mesh), world_size=graph.world_size,
+        given_world_size=world_size, sizes_known=known,
     )
     out = copy.copy(graph)
     out.groups = new_groups
     out.world_size = world
     out.mesh = mesh_d if mesh_d is not None else graph.mesh
     out.meta = dict(graph.meta)
-    kept = [w for w in graph.meta.get("load_warnings", []) if "process group" not in w]
-    if kept or warnings:
-        out.meta["load_warnings"] = kept + warnings
-    else:
-        out.meta.pop("load_warnings", None)
+    set_group_notes(out.meta, warnings, unknown_sizes)
     return out
 
 

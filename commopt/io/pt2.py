@@ -35,6 +35,7 @@ from commopt.io.groups import (
     parse_mesh,
     read_groups_file,
     resolve_groups,
+    set_group_notes,
     sidecar_path,
 )
 from commopt.ir.args import Symbol
@@ -161,11 +162,12 @@ def zlib_error() -> type[Exception]:
 
 # --------------------------------------------------------------------------- loading
 def load_pt2(path: str | os.PathLike[str], groups: str | os.PathLike[str] | None = None,
-             mesh: str | dict[str, int] | None = None) -> Graph:
+             mesh: str | dict[str, int] | None = None, world_size: int | None = None) -> Graph:
     """Load a torch.export archive into a :class:`Graph` (``graph.payload``: the ExportedProgram).
 
     Process-group ranks come from the archive's record, a ``<file>.groups.json`` sidecar,
-    ``groups`` (a groups file) and ``mesh``, in that order of precedence (later wins).
+    ``groups`` (a groups file), ``mesh`` and ``world_size`` (group ``"0"`` is the world), in
+    that order of precedence (later wins); see :mod:`commopt.io.groups`.
     """
     from commopt.io import check_input_path
 
@@ -190,17 +192,18 @@ def load_pt2(path: str | os.PathLike[str], groups: str | os.PathLike[str] | None
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise GraphError(f"torch.export.load failed: {first[:200]}", file=str(p)) from None
-    return graph_from_torch(ep, groups=None, mesh=mesh, file=str(p), name=p.stem,
-                            records=records)
+    return graph_from_torch(ep, groups=None, mesh=mesh, world_size=world_size, file=str(p),
+                            name=p.stem, records=records)
 
 
 def graph_from_torch(obj: Any, groups: str | os.PathLike[str] | GroupsDocument | None = None,
-                     mesh: str | dict[str, int] | None = None, *, file: str | None = None,
-                     name: str | None = None,
+                     mesh: str | dict[str, int] | None = None, world_size: int | None = None, *,
+                     file: str | None = None, name: str | None = None,
                      records: list[tuple[GroupsDocument, str | None]] | None = None) -> Graph:
     """Build a :class:`Graph` from an in-memory ``ExportedProgram`` or ``torch.fx.GraphModule``.
 
-    ``groups`` (a groups file or document) and ``mesh`` supply process-group ranks.
+    ``groups`` (a groups file or document), ``mesh`` and ``world_size`` supply process-group
+    sizes and ranks (``records`` come first: what the archive and its sidecar hold).
     """
     import torch
 
@@ -223,12 +226,12 @@ def graph_from_torch(obj: Any, groups: str | os.PathLike[str] | GroupsDocument |
         )
     nodes, group_sizes, sized = _convert(gm.graph, roles, out_roles, file)
     placeholder_groups = {g: ProcessGroup(g, s or 1) for g, s in group_sizes.items()}
-    pgs, world, mesh_d, warnings = resolve_groups(
-        placeholder_groups, records=recs, mesh=parse_mesh(mesh), sizes_known=sized,
+    pgs, world, mesh_d, warnings, unknown_sizes = resolve_groups(
+        placeholder_groups, records=recs, mesh=parse_mesh(mesh), given_world_size=world_size,
+        sizes_known=sized,
     )
     meta: dict[str, Any] = {}
-    if warnings:
-        meta["load_warnings"] = warnings
+    set_group_notes(meta, warnings, unknown_sizes)
     graph = Graph.build(nodes, pgs, name=name or "exported", source_format="pt2",
                         source_path=file, world_size=world, mesh=mesh_d, meta=meta)
     graph.payload = payload

@@ -26,7 +26,8 @@ def compare_graphs(
 
     ``reordered`` is the same graph in another order (e.g. written by ``commopt optimize``),
     matched by node names. ``estimator_options`` is an
-    :class:`~commopt.estimators.EstimatorOptions` (default: analytical).
+    :class:`~commopt.estimators.EstimatorOptions` (default: analytical). The graph's load
+    warnings (e.g. unknown group ranks) lead the report's notes.
     """
     from commopt.estimators import EstimatorOptions, resolve
     from commopt.passes.base import DEFAULT_MAX_MEMORY_INCREASE, PassContext
@@ -41,7 +42,7 @@ def compare_graphs(
     # the budget exactly as the passes compute it (padded sizes, same on every rank)
     budget = PassContext.for_graph(graph, durations,
                                    max_memory_increase=increase).memory_budget_bytes
-    notes = list(chain.notes)
+    notes = [*graph.meta.get("load_warnings", ()), *chain.notes]
     if after is not None:
         notes.append(f"'after' is the order of {_name(reordered)}, matched to "
                      f"{_name(graph)} by node name")

@@ -140,3 +140,23 @@ def test_one_estimator_serves_graphs_with_same_group_names_but_different_sizes()
     ag_big = est.estimate(big.node("ag0"), big)
     fresh_big = AnalyticalEstimator().estimate(big.node("ag0"), big)
     assert ag_big == fresh_big and ag_big != ag_small
+
+
+def test_a_group_of_unknown_size_is_an_error_not_a_size_of_one(samples_dir, tmp_path):
+    """Llama TP re-saved without its groups record: its all_reduces carry no group size."""
+    import torch
+
+    from commopt.errors import GraphError
+    from commopt.io import load_graph
+    from commopt.ir.graph import NodeKind
+
+    plain = tmp_path / "llama_tp.pt2"
+    torch.export.save(torch.export.load(str(samples_dir / "ws8" / "llama_tp.pt2")), str(plain))
+    graph = load_graph(plain)
+    reduce = next(n for n in graph.nodes if n.kind is NodeKind.COLLECTIVE)
+    with pytest.raises(GraphError, match=r"size of process group\(s\) '0' unknown"):
+        AnalyticalEstimator().estimate(reduce, graph)
+    sized = load_graph(plain, world_size=8)
+    expected = collective_time_us(load_hardware(None), "all_reduce", reduce.collective.bytes, 8, 1)
+    assert AnalyticalEstimator().estimate(sized.nodes[reduce.index], sized) == pytest.approx(expected)
+    assert expected > 0

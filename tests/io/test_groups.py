@@ -7,15 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from commopt.errors import OptionError
+from commopt.errors import GraphError, OptionError
 from commopt.io import load_graph
 from commopt.io.groups import (
     mesh_slice,
     mesh_slices,
     parse_mesh,
+    proven_group_size,
     record_process_groups,
+    require_known_group_sizes,
+    resolve_groups,
     sidecar_path,
 )
+from commopt.ir.graph import ProcessGroup
 
 WS8 = Path(__file__).resolve().parents[2] / "sample_graphs" / "ws8"
 
@@ -100,10 +104,68 @@ def test_world_sized_group_is_inferred_once_the_world_size_is_known(tmp_path):
     assert load_graph(stripped, mesh="dp=8").groups["0"].ranks == tuple(range(8))
 
 
-def test_group_without_size_in_its_ops_is_assumed_and_said_so(tmp_path):
-    graph = load_graph(_without_record(WS8 / "tp.pt2", tmp_path / "t.pt2"))
+def test_group_without_size_in_its_ops_is_unknown_not_guessed(tmp_path):
+    graph = load_graph(_without_record(WS8 / "llama_tp.pt2", tmp_path / "l.pt2"))
+    assert graph.meta["unknown_group_sizes"] == ["0"]
     text = " ".join(graph.meta["load_warnings"])
-    assert "size of process group(s) '0' not recorded" in text and "assumed 1" in text
+    assert "size of process group(s) '0' unknown" in text and "--world-size N" in text
+    with pytest.raises(GraphError) as exc:
+        require_known_group_sizes(graph)
+    message = str(exc.value)
+    assert "\n" not in message and "'0'" in message
+    for remedy in ("--world-size", "--mesh", "--groups", "save_with_groups"):
+        assert remedy in message
+    with pytest.raises(GraphError, match="'0'"):
+        proven_group_size(graph, "0")
+
+
+def test_world_size_makes_the_default_group_the_world(tmp_path):
+    stripped = _without_record(WS8 / "llama_tp.pt2", tmp_path / "l.pt2")
+    for graph in (load_graph(stripped, world_size=8), load_graph(stripped, mesh="tp=8")):
+        assert graph.groups["0"].size == 8 and graph.groups["0"].ranks == tuple(range(8))
+        assert graph.world_size == 8 and "unknown_group_sizes" not in graph.meta
+        require_known_group_sizes(graph)
+
+
+def test_world_size_must_agree_with_the_record_and_the_ops(tmp_path):
+    with pytest.raises(OptionError, match="--world-size 4 contradicts the world size 8"):
+        load_graph(WS8 / "llama_tp.pt2", world_size=4)
+    # fsdp's all_gathers prove group '0' has 8 ranks: it cannot be the world of 4
+    stripped = _without_record(WS8 / "fsdp.pt2", tmp_path / "f.pt2")
+    with pytest.raises(OptionError, match="group size 8 and the world size is 4"):
+        load_graph(stripped, world_size=4)
+
+
+def test_a_known_group_size_is_never_lent_to_an_unknown_group():
+    groups = {"1": ProcessGroup("1", 2), "5": ProcessGroup("5", 1)}
+    out, world, _, warnings, unknown = resolve_groups(groups, sizes_known={"1"})
+    assert unknown == ["5"] and out["1"].size == 2 and world is None
+    assert any("size of process group(s) '5' unknown" in w for w in warnings)
+
+
+def test_world_size_applies_to_json_graphs_and_graph_objects():
+    graph = load_graph(WS8 / "tp.json")
+    assert load_graph(graph, world_size=8).world_size == 8
+    with pytest.raises(OptionError, match="--world-size"):
+        load_graph(WS8 / "tp.json", world_size=2)
+
+
+def test_live_process_groups_give_an_in_memory_program_its_sizes():
+    import torch
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    ep = torch.export.load(str(WS8 / "llama_tp.pt2"))
+    assert load_graph(ep).meta["unknown_group_sizes"] == ["0"]  # no job: nothing proves it
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=8)
+    try:
+        graph = load_graph(ep)
+    finally:
+        dist.destroy_process_group()
+    assert graph.groups["0"].size == 8 and graph.groups["0"].ranks == tuple(range(8))
+    assert "unknown_group_sizes" not in graph.meta and graph.world_size == 8
 
 
 def test_sidecar_and_groups_file_supply_ranks_later_one_wins(tmp_path):
