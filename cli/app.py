@@ -1,6 +1,8 @@
-"""The application object every command receives: verbosity, colour and consoles.
+"""The application object every command receives: verbosity, colour, consoles, configuration.
 
-Payload goes to stdout, diagnostics and progress to stderr (see :mod:`commopt.cli.output`).
+Payload goes to stdout (:attr:`App.out`), diagnostics and progress to stderr (:attr:`App.err`,
+:meth:`App.info`, :meth:`App.warn`). The configuration is read once per run (:attr:`App.config`)
+and every command layers its flags over it.
 """
 
 from __future__ import annotations
@@ -8,8 +10,12 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from commopt.config import Config
 
 
 @dataclass
@@ -20,6 +26,16 @@ class App:
     color: str = "auto"
     _out: Console | None = field(default=None, repr=False)
     _err: Console | None = field(default=None, repr=False)
+    _config: Config | None = field(default=None, repr=False)
+
+    @property
+    def config(self) -> Config:
+        """The settings of ``commopt.toml`` / ``[tool.commopt]`` over the defaults, read once."""
+        if self._config is None:
+            from commopt.config import load_config
+
+            self._config = load_config()
+        return self._config
 
     def _console(self, stream) -> Console:
         no_color = self.color == "never" or (self.color == "auto" and "NO_COLOR" in os.environ)

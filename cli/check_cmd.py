@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from commopt.cli.app import App
-from commopt.cli.estimate_cmds import estimator_options, options_from_cli
+from commopt.cli.estimator_options import estimator_options, options_from_cli
 from commopt.cli.options import emit_json, format_option, graph_argument, group_options, pass_app
 
 
@@ -42,17 +42,16 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
     """Simulate GRAPH and fail (exit 1) when thresholds or the baseline are not met."""
     from commopt import gate
     from commopt.api import optimize
-    from commopt.config import load_config
     from commopt.errors import ExitCode
     from commopt.io import atomic
     from commopt.schemas.check import CheckMetrics
 
-    cfg = load_config().with_overrides({
+    cfg = app.config.with_overrides({
         "max_exposed_comm_us": max_exposed_comm_us, "min_overlap": min_overlap,
         "max_peak_memory": max_peak_memory, "max_regression": max_regression,
         "passes": passes, "max_memory_increase": max_memory_increase,
     })
-    est = options_from_cli(estimator_values)
+    est = options_from_cli(app.config, estimator_values)
     base = gate.load_baseline(baseline) if baseline is not None else None
     kwargs = {}
     if cfg.get("max_memory_increase") is not None:

@@ -15,15 +15,15 @@ from commopt.errors import CommoptError, ExitCode
 #: Command name -> "module:attribute". Modules load only when their command runs, so
 #: ``commopt --help`` and light commands do not import torch.
 COMMANDS: dict[str, str] = {
-    "inspect": "commopt.cli.graph_cmds:inspect_cmd",
-    "convert": "commopt.cli.graph_cmds:convert_cmd",
-    "estimate": "commopt.cli.estimate_cmds:estimate_cmd",
-    "calibrate": "commopt.cli.estimate_cmds:calibrate_cmd",
+    "inspect": "commopt.cli.inspect_cmd:inspect_cmd",
+    "convert": "commopt.cli.convert_cmd:convert_cmd",
+    "estimate": "commopt.cli.estimate_cmd:estimate_cmd",
+    "calibrate": "commopt.cli.calibrate_cmd:calibrate_cmd",
     "optimize": "commopt.cli.optimize_cmd:optimize_cmd",
     "verify": "commopt.cli.verify_cmd:verify_cmd",
-    "passes": "commopt.cli.verify_cmd:passes_cmd",
-    "plan": "commopt.cli.plan_cmds:plan_cmd",
-    "verify-plan": "commopt.cli.plan_cmds:verify_plan_cmd",
+    "passes": "commopt.cli.passes_cmd:passes_cmd",
+    "plan": "commopt.cli.plan_cmd:plan_cmd",
+    "verify-plan": "commopt.cli.verify_plan_cmd:verify_plan_cmd",
     "codegen": "commopt.cli.codegen_cmd:codegen_cmd",
     "report": "commopt.cli.report_cmd:report_cmd",
     "check": "commopt.cli.check_cmd:check_cmd",

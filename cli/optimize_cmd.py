@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from commopt.cli.app import App
-from commopt.cli.estimate_cmds import estimator_options, options_from_cli
+from commopt.cli.estimator_options import estimator_options, options_from_cli
 from commopt.cli.options import emit_json, format_option, graph_argument, group_options, pass_app
 from commopt.cli.progress import stage_progress
 
@@ -41,10 +41,9 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
     reordered graph (same format), buffer_plan.json, run_NAME.py, report.html, trace.json
     and summary.json."""
     from commopt.api import optimize
-    from commopt.config import load_config
     from commopt.passes.base import DEFAULT_MAX_MEMORY_INCREASE
 
-    cfg = load_config().with_overrides({
+    cfg = app.config.with_overrides({
         "passes": passes, "max_memory_increase": max_memory_increase,
         "allow_cross_group_reorder": allow_cross_group_reorder,
         "align": align, "comm_buffers": comm_buffers,
@@ -55,7 +54,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             passes=cfg.get("passes"),
             max_memory_increase=cfg.get("max_memory_increase", DEFAULT_MAX_MEMORY_INCREASE),
             allow_cross_group_reorder=bool(cfg.get("allow_cross_group_reorder", False)),
-            estimator=options_from_cli(estimator_values),
+            estimator=options_from_cli(app.config, estimator_values),
             groups=groups_file,
             mesh=mesh,
             world_size=world_size,

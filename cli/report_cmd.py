@@ -51,7 +51,6 @@ def report_cmd(app: App, graph: str, reordered: str | None, html_path: str | Non
                table: str | None, max_memory_increase: float | None, top: int,
                timeline_rows: int, groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str) -> None:
     """Show how much communication GRAPH hides, before and after a reorder."""
-    from commopt.config import load_config
     from commopt.estimators import EstimatorOptions
     from commopt.report.compare import compare_graphs
     from commopt.report.html import write_html
@@ -59,7 +58,7 @@ def report_cmd(app: App, graph: str, reordered: str | None, html_path: str | Non
     from commopt.report.text import render_text
     from commopt.report.trace import write_trace
 
-    cfg = load_config().with_overrides({
+    cfg = app.config.with_overrides({
         "estimator": estimator, "hardware": hardware, "gpus_per_node": gpus_per_node,
         "profile": profile, "table": table, "max_memory_increase": max_memory_increase,
     })

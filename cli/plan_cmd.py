@@ -1,4 +1,4 @@
-"""``commopt plan`` and ``commopt verify-plan``: persistent communication buffer plans."""
+"""``commopt plan GRAPH``: one communication-buffer arena per process group, on the file's order."""
 
 from __future__ import annotations
 
@@ -41,9 +41,8 @@ def plan_cmd(app: App, graph: str, output: str | None, align: int | None, comm_b
     """Plan one communication-buffer arena per process group on the graph's own order."""
     from commopt.buffers import DEFAULT_ALIGN_BYTES, plan_buffers
     from commopt.buffers.planfile import save_plan
-    from commopt.config import load_config
 
-    cfg = load_config().with_overrides({"align": align, "comm_buffers": comm_buffers})
+    cfg = app.config.with_overrides({"align": align, "comm_buffers": comm_buffers})
     g = load_graph_for_cli(graph, groups_file, mesh, world_size)
     plan = plan_buffers(g, align=cfg.get("align", DEFAULT_ALIGN_BYTES),
                         collective_types=cfg.get("comm_buffers", "all"))
@@ -71,32 +70,3 @@ def plan_cmd(app: App, graph: str, output: str | None, align: int | None, comm_b
             app.warn("the graph has no collectives of the selected types: the plan is empty")
     if output is not None:
         app.info(f"wrote {output}")
-
-
-@click.command("verify-plan")
-@graph_argument
-@click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False, path_type=str))
-@group_options
-@format_option
-@pass_app
-def verify_plan_cmd(app: App, graph: str, plan_file: str, groups_file: str | None, mesh: str | None, world_size: int | None,
-                    fmt: str) -> None:
-    """Check a buffer plan against GRAPH in its own order; exit 1 listing every problem."""
-    from commopt.buffers import validate_plan
-    from commopt.buffers.planfile import load_plan
-    from commopt.errors import CheckFailed
-    from commopt.schemas.buffer_plan import PlanVerification
-
-    plan = load_plan(plan_file)
-    g = load_graph_for_cli(graph, groups_file, mesh, world_size)
-    problems = validate_plan(g, None, plan)
-    if fmt == "json":
-        emit_json(app, PlanVerification(ok=not problems, graph=graph, plan=plan_file, problems=problems))
-    else:
-        for p in problems:
-            app.out.print(p, markup=False)
-        if not problems:
-            app.out.print(f"{plan_file}: valid for {graph} ({plan.totals.buffers} buffers, "
-                          f"{plan.totals.arena_bytes} arena bytes)", markup=False)
-    if problems:
-        raise CheckFailed(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in the plan", file=plan_file)

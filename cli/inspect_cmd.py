@@ -1,4 +1,4 @@
-"""``commopt inspect`` and ``commopt convert``."""
+"""``commopt inspect GRAPH``: node counts, collectives by group and type, inputs, outputs, warnings."""
 
 from __future__ import annotations
 
@@ -50,21 +50,3 @@ def inspect_cmd(app: App, graph: str, groups_file: str | None, mesh: str | None,
     out.print(f"inputs: {len(report.inputs)}  outputs: {len(report.outputs)}")
     for w in report.warnings:
         app.warn(w)
-
-
-@click.command("convert")
-@click.argument("source", type=click.Path(path_type=str))
-@click.argument("dest", type=click.Path(path_type=str))
-@group_options
-@pass_app
-def convert_cmd(app: App, source: str, dest: str, groups_file: str | None, mesh: str | None,
-                world_size: int | None) -> None:
-    """Convert a graph to commopt's JSON format (DEST must end in .json)."""
-    from commopt.errors import OptionError
-    from commopt.io.json_graph import save_json_graph
-
-    if not dest.lower().endswith(".json"):
-        raise OptionError("the destination must be a .json file", field="DEST")
-    g = load_graph_for_cli(source, groups_file, mesh, world_size)
-    save_json_graph(g, dest)
-    app.info(f"wrote {dest} ({len(g.nodes)} nodes)")
