@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from commopt.errors import GraphError, OptionError, suggest
 from commopt.ir.args import iter_refs
 from commopt.ir.graph import COLLECTIVE_TYPES, Graph, Node, NodeKind, TensorMeta
+from commopt.ir.schedule import Schedule
 
 #: Index used in alias keys for "every tensor of the node" (a direct alias of a multi-output node).
 ALL_TENSORS = -1
@@ -72,20 +73,6 @@ def parse_collective_types(spec: str | Iterable[str] | None) -> tuple[str, ...] 
             raise OptionError(f"unknown collective type {s!r}{suggest(s, COLLECTIVE_TYPES)}; "
                               f"known: all, {', '.join(COLLECTIVE_TYPES)}", field="--comm-buffers")
     return tuple(sorted(set(items)))
-
-
-def positions_of(graph: Graph, order: Sequence[int]) -> list[int]:
-    """``pos[node] = position in order``; raises OptionError unless ``order`` is a permutation."""
-    n = len(graph.nodes)
-    pos = [-1] * n
-    if len(order) != n:
-        raise OptionError(f"order has {len(order)} entries, the graph has {n} nodes", field="order")
-    for p, i in enumerate(order):
-        if not (isinstance(i, int) and 0 <= i < n) or pos[i] != -1:
-            raise OptionError(f"order is not a permutation of the graph's nodes (entry {p}: {i!r})",
-                              field="order")
-        pos[i] = p
-    return pos
 
 
 def alias_keys(graph: Graph) -> list[tuple[int, int]]:
@@ -153,7 +140,7 @@ def collect_buffers(
     Sorted by (collective's original index, role, tensor index): deterministic.
     ``collective_types`` restricts to those types (None: all).
     """
-    pos = positions_of(graph, order)
+    pos = Schedule.of(graph, order).positions
     wanted = None if collective_types is None else frozenset(collective_types)
     keys = alias_keys(graph)
     last = last_uses(graph, pos, keys)

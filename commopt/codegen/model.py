@@ -20,6 +20,7 @@ from commopt.codegen.out_variants import WriteMode, write_mode
 from commopt.errors import GraphError, OptionError
 from commopt.ir.args import Symbol, iter_refs
 from commopt.ir.graph import DTYPE_BYTES, Graph, Node, NodeKind, Ref, TensorMeta
+from commopt.ir.schedule import Schedule
 
 #: ``namespace.op.overload``, no dunder parts: the only op strings resolved for real.
 _OP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
@@ -139,8 +140,8 @@ def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel
 
 
 def _check_order(graph: Graph, order: list[int]) -> None:
-    if sorted(order) != graph.original_order:
-        raise OptionError("the order is not a permutation of the graph's nodes", field="order")
+    """The runner executes ``order`` statement by statement: every node after its inputs."""
+    Schedule.of(graph, order)
     seen = [False] * len(graph)
     for i in order:
         for j in graph.preds(i):

@@ -40,6 +40,7 @@ from commopt.io.groups import (
 )
 from commopt.ir.args import Symbol
 from commopt.ir.graph import CollectiveInfo, Graph, Node, NodeKind, ProcessGroup, Ref, TensorMeta
+from commopt.ir.schedule import Schedule
 
 _MODEL = "model"
 
@@ -454,9 +455,7 @@ def archive_order(graph: Graph, order: Sequence[int] | None = None) -> list[int]
     n = len(fx_nodes)
     if n != len(graph.nodes):
         raise ValueError("the graph's ExportedProgram does not match its nodes")
-    order = list(range(n)) if order is None else list(order)
-    if sorted(order) != list(range(n)):
-        raise ValueError("order is not a permutation of the graph's node indices")
+    order = Schedule(range(n)) if order is None else Schedule.of(graph, order)
     head = [i for i in range(n) if fx_nodes[i].op in ("placeholder", "get_attr")]
     tail = [i for i in range(n) if fx_nodes[i].op == "output"]
     pos = {node: i for i, node in enumerate(fx_nodes)}

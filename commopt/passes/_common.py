@@ -1,4 +1,4 @@
-"""Helpers shared by the built-in passes: positions, the global collective chain, the
+"""Helpers shared by the built-in passes: the global collective chain, the
 demand-driven mover behind sink-waits and raise-comms, and the memory-budget search.
 
 Everything is linear in nodes plus edges (the budget search multiplies that by the few
@@ -12,17 +12,10 @@ import math
 from collections.abc import Callable, Sequence
 
 from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.schedule import Schedule
 
 #: Window factors tried by the budget search, widest first; 0 keeps the input order.
 WINDOW_FACTORS: tuple[float, ...] = (math.inf, 16.0, 8.0, 4.0, 2.0, 1.0, 0.5, 0.0)
-
-
-def positions(order: Sequence[int], n: int) -> list[int]:
-    """``pos[i]`` = position of node ``i`` in ``order``."""
-    pos = [0] * n
-    for k, i in enumerate(order):
-        pos[i] = k
-    return pos
 
 
 def collective_chain(graph: Graph, order: Sequence[int], allow_cross_group: bool) -> dict[int, int]:
@@ -61,7 +54,7 @@ def demand_order(
     """
     n = len(seq)
     emitted = bytearray(n)
-    pos = positions(seq, n)
+    pos = Schedule(seq, n).positions
     out: list[int] = []
     held: list[int] = []  # lazy nodes in seq order
     flushed = 0  # held[:flushed] are all emitted

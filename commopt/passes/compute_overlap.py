@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.schedule import Schedule
 from commopt.passes._common import (
     collective_chain,
-    positions,
     within_budget,
     zero_cost_view_mask,
 )
@@ -332,7 +332,7 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
     nodes = graph.nodes
     n = len(nodes)
     dur = ctx.durations_us
-    pos = positions(order, n)
+    pos = Schedule(order, n).positions
     ptr, idx = graph.pred_arrays()
     sptr, sidx = graph.succ_arrays()
     chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)

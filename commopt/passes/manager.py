@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from commopt.errors import InvariantViolation
 from commopt.invariants import check_order
 from commopt.ir.graph import Graph
+from commopt.ir.schedule import Schedule
 from commopt.passes.base import Pass, PassContext
 from commopt.sim import SimResult, peak_memory
 
@@ -36,7 +37,7 @@ class PassRecord:
 class PipelineResult:
     """The final order, the simulation of the input order and a record per pass."""
 
-    order: list[int]
+    order: Schedule
     initial: SimResult
     final: SimResult
     records: list[PassRecord] = field(default_factory=list)
@@ -50,15 +51,16 @@ class PassManager:
 
     def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> PipelineResult:
         """Run the pipeline on ``order``; raises InvariantViolation when a pass breaks one."""
-        current = list(order)
+        current = Schedule.of(graph, order)
         sim = ctx.simulate(graph, current)
         result = PipelineResult(order=current, initial=sim, final=sim)
         ran: list[str] = []
         for p in self.passes:
             t0 = time.perf_counter()
-            new = list(p.run(graph, tuple(current), ctx))
+            proposed = list(p.run(graph, current, ctx))
             seconds = time.perf_counter() - t0
-            _check(graph, new, ctx, p.name, ran)
+            _check(graph, proposed, ctx, p.name, ran)
+            new = Schedule.of(graph, proposed)
             after = ctx.simulate(graph, new)
             note = None
             budget = ctx.memory_budget_bytes

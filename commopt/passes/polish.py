@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from commopt.ir.graph import Graph, NodeKind
-from commopt.passes._common import positions, within_budget, zero_cost_view_mask
+from commopt.ir.schedule import Schedule
+from commopt.passes._common import within_budget, zero_cost_view_mask
 from commopt.passes.base import Pass, PassContext
 
 #: Positions after a wait searched for compute to move in front of it, and the collectives
@@ -64,7 +65,7 @@ def polish(graph: Graph, order: Sequence[int], ctx: PassContext, *, candidates: 
     tried: set[tuple[int, int]] = set()
     key = (sim.makespan_us, sim.exposed_comm_us)
     while trials_left > 0 and sim.makespan_us > floor_us:
-        pos = positions(current, n)
+        pos = Schedule(current, n).positions
         chain_prev = _previous_collective(graph, current, ctx.allow_cross_group_reorder)
 
         exposed = sorted((t for t in sim.collectives if t.exposed_us > 0 and t.wait_node is not None),

@@ -13,6 +13,7 @@ from typing import Any
 
 from commopt.errors import GraphError
 from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.schedule import Schedule
 from commopt.report.explain import csr_lists, explain_exposed
 from commopt.schemas.report import OverlapReport
 from commopt.sim.result import COMPUTE_LANE, SimResult, comm_lane
@@ -49,9 +50,9 @@ def build_report(
     n = len(graph)
     if len(durations_us) != n:
         raise ValueError(f"durations_us has {len(durations_us)} entries for {n} nodes")
-    _check_order(graph, before_order, "before_order")
+    before_order = Schedule.of(graph, before_order)
     if after_order is not None:
-        _check_order(graph, after_order, "after_order")
+        after_order = Schedule.of(graph, after_order)
     if before_sim is None:
         before_sim = _simulate(graph, before_order, durations_us)
     if after_order is not None and after_sim is None:
@@ -117,12 +118,6 @@ def match_order(graph: Graph, reordered: Graph, *, file: str | None = None) -> l
         raise GraphError("node of the original graph is missing from the reordered one",
                          file=file, node=missing)
     return order
-
-
-def _check_order(graph: Graph, order: Sequence[int], what: str) -> None:
-    n = len(graph)
-    if len(order) != n or sorted(order) != list(range(n)):
-        raise ValueError(f"{what} is not a permutation of the graph's {n} node indices")
 
 
 def _simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) -> SimResult:

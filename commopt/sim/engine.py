@@ -21,24 +21,26 @@ from collections.abc import Sequence
 
 from commopt.errors import InvariantViolation
 from commopt.ir.graph import Graph, NodeKind
-from commopt.sim.memory import peak_memory, positions
+from commopt.ir.schedule import Schedule
+from commopt.sim.memory import peak_memory
 from commopt.sim.result import COMPUTE_LANE, CollectiveTiming, SimEvent, SimResult, comm_lane
 
 _ZERO_KINDS = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW)
 
 
 def simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) -> SimResult:
-    """Simulate ``order`` (a permutation of node indices) with per-node ``durations_us``.
+    """Simulate ``order`` (a :class:`~commopt.ir.schedule.Schedule` or any permutation of node
+    indices) with per-node ``durations_us``.
 
     Raises :class:`~commopt.errors.InvariantViolation` when a wait comes before its
-    collective; ``ValueError`` when the order is not a permutation or the durations do not
-    match the graph.
+    collective; :class:`~commopt.ir.schedule.ScheduleError` when the order is not a
+    permutation; ``ValueError`` when the durations do not match the graph.
     """
     nodes = graph.nodes
     n = len(nodes)
     if len(durations_us) != n:
         raise ValueError(f"{len(durations_us)} durations for a graph of {n} nodes")
-    positions(order, n)  # rejects anything but a permutation
+    order = Schedule.of(graph, order)
     dur = [0.0 if nodes[i].kind in _ZERO_KINDS else float(d) for i, d in enumerate(durations_us)]
     for i, d in enumerate(dur):
         if not d >= 0.0:  # also rejects NaN

@@ -19,6 +19,7 @@ from array import array
 from collections.abc import Sequence
 
 from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.schedule import Schedule
 
 _NO_ALLOC = (NodeKind.VIEW, NodeKind.WAIT, NodeKind.OUTPUT)
 
@@ -51,18 +52,6 @@ def allocation_bytes(graph: Graph, roots: Sequence[int] | None = None, *,
         if roots[i] == i and node.kind not in _NO_ALLOC and node.outputs:
             sizes[i] = node.padded_nbytes if padded else node.nbytes
     return sizes
-
-
-def positions(order: Sequence[int], n: int) -> list[int]:
-    """``pos[i]`` = the position of node ``i`` in ``order`` (a permutation of ``range(n)``)."""
-    if len(order) != n:
-        raise ValueError(f"order has {len(order)} entries, the graph has {n} nodes")
-    pos = [-1] * n
-    for k, i in enumerate(order):
-        if pos[i] != -1:
-            raise ValueError(f"node index {i} appears twice in the order")
-        pos[i] = k
-    return pos
 
 
 class _Layout:
@@ -108,10 +97,10 @@ def peak_memory(graph: Graph, order: Sequence[int], *, padded: bool = False) -> 
     same on every rank (what the passes' memory budget uses).
     """
     n = len(graph.nodes)
-    pos = positions(order, n)
+    pos = Schedule.of(graph, order).positions
     layout = _layout(graph, padded)
     sizes, is_input, reads = layout.sizes, layout.is_input, layout.reads
-    last = pos[:]  # last position at which each storage root is used
+    last = list(pos)  # last position at which each storage root is used
     for i in range(n):
         p_i = pos[i]
         for r in reads[i]:

@@ -8,6 +8,7 @@ from commopt.buffers import compare_plans, plan_buffers, validate_plan
 from commopt.errors import OptionError
 from commopt.ir.builder import GraphBuilder
 from commopt.ir.graph import CollectiveInfo, Node, NodeKind, Ref, TensorMeta
+from commopt.ir.schedule import ScheduleError
 from commopt.synth import fsdp_tp_stack
 
 
@@ -165,7 +166,7 @@ def test_bad_options_are_user_errors():
         plan_buffers(graph, align=384)
     with pytest.raises(OptionError, match="did you mean 'all_reduce'"):
         plan_buffers(graph, collective_types="all_reduc")
-    with pytest.raises(OptionError, match="permutation"):
+    with pytest.raises(ScheduleError, match="permutation"):
         plan_buffers(graph, [0, 0, 1, 2, 3, 4, 5, 6])
 
 

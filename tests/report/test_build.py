@@ -6,6 +6,7 @@ import pytest
 
 from commopt.errors import GraphError
 from commopt.ir.builder import GraphBuilder
+from commopt.ir.schedule import ScheduleError
 from commopt.report.build import build_report, downsample_peaks, match_order
 from commopt.sim import simulate
 from tests.report.samples import durations, hand_sim, naive_order, naive_sim, two_groups
@@ -153,7 +154,7 @@ def test_match_order_rejects_other_graphs():
 
 def test_orders_must_be_permutations():
     g = two_groups()
-    with pytest.raises(ValueError, match="permutation"):
+    with pytest.raises(ScheduleError, match="permutation"):
         build_report(g, [0] * len(g), None, durations(g), estimator_name="t")
 
 

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from commopt.errors import InvariantViolation
 from commopt.ir.builder import GraphBuilder
+from commopt.ir.schedule import ScheduleError
 from commopt.sim import COMPUTE_LANE, comm_lane, critical_path_us, simulate
 
 
@@ -122,7 +123,7 @@ def test_bad_arguments_are_rejected():
     g = _one_allreduce()
     with pytest.raises(ValueError, match="durations"):
         simulate(g, g.original_order, [1.0])
-    with pytest.raises(ValueError, match="twice"):
+    with pytest.raises(ScheduleError, match="twice"):
         simulate(g, [0] * len(g), [1.0] * len(g))
     with pytest.raises(ValueError, match=">= 0"):
         simulate(g, g.original_order, _durations(g, a=float("nan")))
