@@ -43,7 +43,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
     from commopt import gate
     from commopt.api import optimize
     from commopt.errors import ExitCode
-    from commopt.io import atomic
+    from commopt import atomic
     from commopt.schemas.check import CheckMetrics
 
     cfg = app.config.with_overrides({

@@ -75,7 +75,7 @@ def report_cmd(app: App, graph: str, reordered: str | None, html_path: str | Non
         written.append(trace_path)
     markdown = render_markdown(report)
     if markdown_path is not None:
-        from commopt.io import atomic
+        from commopt import atomic
 
         atomic.write_text(markdown_path, markdown)
         written.append(markdown_path)

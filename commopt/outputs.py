@@ -7,7 +7,7 @@ the final summary); :func:`write_outputs` writes them. Neither changes the resul
 The files, in writing order: the reordered graph (the input's format), ``buffer_plan.json``,
 the runner script ``run_<name>.py``, ``report.html``, ``trace.json`` and, last,
 ``summary.json``: a reader that finds ``summary.json`` knows the rest of the set was written.
-Every file goes through :mod:`commopt.io.atomic`, so a run killed at any point leaves each file
+Every file goes through :mod:`commopt.atomic`, so a run killed at any point leaves each file
 either complete (old or new) or absent, never partial. Outputs are deterministic except the
 wall times in ``summary.json`` (left out with ``timings=False``).
 """
@@ -86,8 +86,9 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
 
     ``result`` provides the graph and order the reordered graph file is written from.
     """
+    from commopt import atomic
     from commopt.buffers import save_plan
-    from commopt.io import atomic, save_graph
+    from commopt.io import save_graph
     from commopt.report import write_html, write_trace
 
     out = Path(output_dir)

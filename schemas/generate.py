@@ -69,7 +69,7 @@ def stale_files(directory: Path | None = None) -> list[str]:
 
 def write_all(directory: Path | None = None) -> list[Path]:
     """Write every schema file (atomically), remove orphaned ones; returns the paths written."""
-    from commopt.io import atomic
+    from commopt import atomic
 
     directory = directory or schema_dir()
     wanted = render_all()

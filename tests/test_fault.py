@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from commopt.io.atomic import FAULT_ENV
+from commopt.atomic import FAULT_ENV
 
 OUTPUTS = ["fsdp.pt2", "buffer_plan.json", "run_fsdp.py", "report.html", "trace.json", "summary.json"]
 # (kill point, whether the output directory already holds a previous run's outputs)

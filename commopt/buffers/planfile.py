@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from commopt import atomic
 from commopt.errors import GraphError, json_path
-from commopt.io import atomic
 from commopt.schemas.buffer_plan import FORMAT_NAME, BufferPlan
 
 

@@ -73,7 +73,7 @@ def write_runner(graph: Graph, path: str | os.PathLike[str], order: list[int] | 
     Returns the model, whose counts (buffers, copies and zero-copy producers per step,
     emulated nodes) callers report.
     """
-    from commopt.io import atomic
+    from commopt import atomic
 
     model, source = generate(graph, order, plan, backend=backend)
     with atomic.atomic_path(Path(path)) as tmp:

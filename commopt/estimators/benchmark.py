@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from commopt.io.atomic import write_text
+from commopt.atomic import write_text
 from commopt.ir.args import Symbol
 from commopt.ir.graph import Graph, Node, NodeKind, Ref
 

@@ -22,10 +22,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from commopt.atomic import write_text
 from commopt.errors import OptionError
 from commopt.estimators.analytical import op_base_name
 from commopt.estimators.kineto import CollectiveSample, ComputeSample, KinetoTrace, parse_trace
-from commopt.io.atomic import write_text
 from commopt.ir.graph import Graph, Node, NodeKind, Ref
 from commopt.schemas.profile import CollectiveFit, CollectivePoint, ComputeEntry, ProfileModel
 

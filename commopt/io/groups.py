@@ -165,7 +165,7 @@ def save_with_groups(ep: Any, path: str | os.PathLike[str], *, mesh: DeviceMesh 
     """
     import torch
 
-    from commopt.io import atomic
+    from commopt import atomic
 
     doc = groups if groups is not None else record_process_groups(mesh)
     buf = io.BytesIO()

@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from commopt import atomic
 from commopt.errors import GraphError, json_path
-from commopt.io import atomic
 from commopt.ir import args as argcodec
 from commopt.ir.graph import (
     CollectiveInfo,

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from commopt import atomic
 from commopt.errors import GraphError, OptionError
-from commopt.io import atomic
 from commopt.io.classify import classify
 from commopt.io.groups import (
     ARCHIVE_GROUPS_NAME,

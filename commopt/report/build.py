@@ -274,6 +274,6 @@ def _explain_top(graph: Graph, final: dict[str, Any], order: Sequence[int], sim:
 
 def write_json(report: OverlapReport, path) -> None:
     """Write the report as indented JSON (the ``OverlapReport`` schema), atomically."""
-    from commopt.io import atomic
+    from commopt import atomic
 
     atomic.write_text(path, report.model_dump_json(indent=2) + "\n")

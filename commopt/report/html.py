@@ -16,7 +16,7 @@ import os
 from importlib import resources
 from typing import Any
 
-from commopt.io import atomic
+from commopt import atomic
 from commopt.report import fmt, tables
 from commopt.schemas.report import OverlapReport, ScheduleReport
 

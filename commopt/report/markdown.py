@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from commopt.io import atomic
+from commopt import atomic
 from commopt.report import tables
 from commopt.schemas.report import OverlapReport
 

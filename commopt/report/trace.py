@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from commopt.io import atomic
+from commopt import atomic
 from commopt.schemas.report import NodeInfo, OverlapReport, ScheduleReport
 
 MEMORY_COUNTER = "live memory"
