@@ -38,11 +38,12 @@ test-fast: install
 bench: install
 	$(BIN)/python -m bench
 
-# The llama_tp sample and the realistic graphs are built from transformers' Llama code
+# The llama_tp sample, the real-model corpus (sample_graphs/corpus) and the realistic graphs are built from transformers' Llama code
 # (random weights or meta/fake tensors, no download).
 samples: install
 	$(BIN)/pip install -q $(TRANSFORMERS_PIN)
 	$(BIN)/python sample_graphs/make_samples.py
+	$(BIN)/python sample_graphs/make_corpus.py
 	$(BIN)/python sample_graphs/make_realistic.py
 
 schemas: install

@@ -324,8 +324,12 @@ def _llama_tp(world: int):
     return torch.export.export(LlamaTPStep(), (ids, ids)), mesh
 
 
-def export_one(name: str, world: int, out_dir: Path) -> dict:
-    """Export one sample at one world size in this process; returns its manifest entry."""
+def export_one(name: str, world: int, out_dir: Path, builder=None, description: str | None = None) -> dict:
+    """Export one sample at one world size in this process; returns its manifest entry.
+
+    ``builder(name, world)`` (default :func:`build`) returns (ExportedProgram, DeviceMesh or
+    None); make_corpus.py passes its own.
+    """
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
@@ -335,7 +339,7 @@ def export_one(name: str, world: int, out_dir: Path) -> dict:
 
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
     try:
-        ep, mesh = build(name, world)
+        ep, mesh = (builder or build)(name, world)
         root = str(HERE.parent) + os.sep
         for node in ep.graph.nodes:
             # provenance records carry Python object ids: drop them so re-exports are identical
@@ -361,7 +365,7 @@ def export_one(name: str, world: int, out_dir: Path) -> dict:
         "name": name,
         "world_size": world,
         "mesh": graph.mesh,
-        "description": DESCRIPTIONS[name],
+        "description": description if description is not None else DESCRIPTIONS[name],
         "files": [f"{out_dir.name}/{name}.pt2", f"{out_dir.name}/{name}.json"],
         "nodes": len(graph.nodes),
         "kinds": dict(sorted(kinds.items())),

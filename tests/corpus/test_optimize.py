@@ -1,0 +1,35 @@
+"""Every corpus graph: `commopt.optimize` (default options) succeeds and writes its outputs, the
+reordered archive keeps every invariant (`commopt verify`), the buffer plan is valid for it
+(`commopt verify-plan`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli_run import run_cli
+from tests.corpus.conftest import optimized_dir
+from tests.corpus.graphs import corpus_graphs
+
+GRAPHS = corpus_graphs()
+
+
+def test_corpus_covers_every_parallelism() -> None:
+    names = {g.name for g in GRAPHS}
+    assert {"llama_tp", "llama_sp", "llama_tp_sp_2d", "llama_fsdp", "llama_fsdp_bf16",
+            "llama_tp_fsdp_2d", "llama_tp_L8", "llama_tp_infer"} <= names
+    assert {g.world_size for g in GRAPHS} == {2, 4, 8}
+
+
+@pytest.mark.parametrize("graph", GRAPHS, ids=[g.id for g in GRAPHS])
+def test_optimize_writes_outputs_that_verify(graph, tmp_path_factory, capsys) -> None:
+    out = optimized_dir(graph, tmp_path_factory)
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["after"]["makespan_us"] <= summary["before"]["makespan_us"], graph.id
+    reordered = out / graph.path.name
+    assert reordered.exists() and (out / "buffer_plan.json").exists()
+    assert list(out.glob("run_*.py")), graph.id
+    assert run_cli(["verify", str(graph.path), str(reordered)]) == 0, capsys.readouterr()
+    assert run_cli(["verify-plan", str(reordered), str(out / "buffer_plan.json")]) == 0, \
+        capsys.readouterr()
