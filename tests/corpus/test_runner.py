@@ -58,16 +58,6 @@ dist.destroy_process_group()
 CASES = [g for ws in (2, 4) for g in runnable(ws)]
 _LAUNCHED: dict[int, Path] = {}
 
-#: Known defect another helper is fixing in commopt/codegen: the runner writes the fp32->bf16
-#: parameter cast into its planned buffer with aten._to_copy.out(x, dtype=..., out=buf), and
-#: the .out overload has no dtype argument.
-BF16_RUNNER = pytest.mark.xfail(
-    strict=True,
-    reason="generated runner crashes on the bf16 cast: RuntimeError: Unknown keyword argument "
-           "'dtype' for operator 'aten::_to_copy' (aten._to_copy.out(x, dtype=..., out=buf); "
-           "codegen fix pending)")
-
-
 def _launch(world: int, tmp_path_factory: pytest.TempPathFactory) -> Path:
     if world not in _LAUNCHED:
         work = tmp_path_factory.mktemp(f"runners_ws{world}")
@@ -84,11 +74,7 @@ def _launch(world: int, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _LAUNCHED[world]
 
 
-def _marks(g: CorpusGraph):
-    return [BF16_RUNNER] if g.param_dtype == "bfloat16" else []
-
-
-@pytest.mark.parametrize("graph", [pytest.param(g, id=g.id, marks=_marks(g)) for g in CASES])
+@pytest.mark.parametrize("graph", [pytest.param(g, id=g.id) for g in CASES])
 def test_runner_verifies_and_matches_the_eager_archive(graph: CorpusGraph, tmp_path_factory) -> None:
     work = _launch(graph.world_size, tmp_path_factory)
     for r in range(graph.world_size):
