@@ -262,6 +262,12 @@ class _Slot:
     size_bytes: int = 0
     first: int = 0
     last: int = 0
+    dtype: str = ""
+    shape: tuple[int, ...] = ()
+
+    def holds(self, meta: TensorMeta) -> bool:
+        """Whether a result of this dtype and shape can be written into the slot's view as is."""
+        return meta.dtype == self.dtype and tuple(meta.max_shape or meta.shape) == self.shape
 
     def clashes(self, other: _Slot, start: int, end: int) -> bool:
         """Whether ``other`` shares bytes with this slot and is live within [start, end]."""
@@ -305,7 +311,7 @@ def _plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str,
             buffers.append(BufferSpec(var, gv, int(buf.offset_bytes), buf.dtype, shape))
             slots[(coll, buf.role, int(buf.tensor_index))] = _Slot(
                 var, bool(buf.zero_copy), gv, int(buf.offset_bytes), max(int(buf.size_bytes), nbytes),
-                int(buf.first), int(buf.last))
+                int(buf.first), int(buf.last), buf.dtype, shape)
     return arenas, buffers, slots, str(plan.digest)
 
 
@@ -525,7 +531,8 @@ class _Lowering:
             if (role == "inout" or node.collective.type in ("all_reduce", "broadcast")) \
                     and list(self.graph.users(producer.index)) != [coll]:
                 continue  # the collective overwrites the value other nodes still read
-            if self.runnable(producer):
+            if self.runnable(producer) and len(producer.outputs) == 1 \
+                    and slot.holds(producer.outputs[0]):
                 mode = write_mode(producer)
                 if mode is not None:
                     targets[producer.index] = (slot.var, mode)
