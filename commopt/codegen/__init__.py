@@ -14,8 +14,11 @@ or ``--inputs FILE.pt``: a ``torch.save``'d dict from input name (a .pt2 placeho
 or a parameter's/buffer's state-dict key) to tensor; ``{rank}`` in the path selects one file
 per rank. ``--dump-outputs`` writes the flat output list the same way.
 
-Modules: :mod:`.names` (sanitizing), :mod:`.model` (the plain-data :class:`RunnerModel` and
-the lowering of an order to statements), :mod:`.render` (pasting it into the template).
+Modules: :mod:`.names` (sanitizing), :mod:`.spec` (the plain-data :class:`RunnerModel`),
+:mod:`.model` (building it: groups, inputs, checks), :mod:`.slots` (the buffer plan's views),
+:mod:`.out_variants` and :mod:`.zero_copy` (which producers write into their buffer, and how),
+:mod:`.lowering` (what each node of an order becomes), :mod:`.render` (pasting the model into
+the template).
 """
 
 from __future__ import annotations

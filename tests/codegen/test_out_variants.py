@@ -62,10 +62,10 @@ def test_multi_output_producers_never_write_into_a_buffer():
 
 
 def test_a_producer_writes_into_a_buffer_only_of_its_own_dtype_and_shape():
-    from commopt.codegen.model import _Slot
+    from commopt.codegen.slots import Slot
     from commopt.ir.graph import TensorMeta
 
-    slot = _Slot("b_0", True, "g", 0, 64, dtype="bfloat16", shape=(4, 8))
+    slot = Slot("b_0", True, "g", 0, 64, dtype="bfloat16", shape=(4, 8))
     assert slot.holds(TensorMeta("bfloat16", (4, 8)))
     assert not slot.holds(TensorMeta("float32", (4, 8)))  # the plan's dtype differs: copy
     assert not slot.holds(TensorMeta("bfloat16", (8, 4)))

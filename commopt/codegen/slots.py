@@ -1,0 +1,84 @@
+"""The buffer plan as the runner uses it: arenas, buffer views and, per collective tensor,
+the :class:`Slot` it reads or writes. A plan is an input file, so everything is checked here."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from commopt.codegen.names import identifier
+from commopt.codegen.spec import BufferSpec
+from commopt.errors import OptionError
+from commopt.ir.graph import DTYPE_BYTES, Graph, NodeKind, TensorMeta
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one tensor of one collective lives in its group's arena, and when (plan positions)."""
+
+    var: str
+    zero_copy: bool
+    group_var: str = ""
+    offset_bytes: int = 0
+    size_bytes: int = 0
+    first: int = 0
+    last: int = 0
+    dtype: str = ""
+    shape: tuple[int, ...] = ()
+
+    def holds(self, meta: TensorMeta) -> bool:
+        """Whether a result of this dtype and shape can be written into the slot's view as is."""
+        return meta.dtype == self.dtype and tuple(meta.max_shape or meta.shape) == self.shape
+
+    def clashes(self, other: Slot, start: int, end: int) -> bool:
+        """Whether ``other`` shares bytes with this slot and is live within [start, end]."""
+        return (other.group_var == self.group_var
+                and other.offset_bytes < self.offset_bytes + self.size_bytes
+                and self.offset_bytes < other.offset_bytes + other.size_bytes
+                and other.first <= end and start <= other.last)
+
+
+def plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str, str]):
+    """Arenas, buffer views and, per (collective, role, tensor), the view to use."""
+    if plan is None:
+        return [], [], {}, ""
+    expected = order_sha256(graph, order)
+    if getattr(plan, "order_sha256", expected) != expected:
+        raise OptionError("the buffer plan was made for a different order of this graph; "
+                          "plan again for this order", field="plan")
+    arenas: list[tuple[str, int]] = []
+    buffers: list[BufferSpec] = []
+    slots: dict[tuple[int, str, int], Slot] = {}
+    for arena in plan.groups:
+        if arena.group not in group_var:
+            raise OptionError(f"the plan has an arena for unknown group {arena.group!r}",
+                              field="plan.groups")
+        gv = group_var[arena.group]
+        arenas.append((gv, int(arena.arena_bytes)))
+        for buf in arena.buffers:
+            coll = graph.index_of.get(buf.node)
+            if coll is None or graph.nodes[coll].kind is not NodeKind.COLLECTIVE:
+                raise OptionError(f"the plan has a buffer for {buf.node!r}, not a collective "
+                                  "of this graph", field="plan.groups.buffers")
+            if buf.dtype not in DTYPE_BYTES:
+                raise OptionError(f"buffer {buf.name!r} has unknown dtype {buf.dtype!r}",
+                                  field="plan.groups.buffers")
+            shape = tuple(int(d) for d in (buf.max_shape or buf.shape))
+            nbytes = math.prod(shape) * DTYPE_BYTES[buf.dtype]
+            if buf.offset_bytes % DTYPE_BYTES[buf.dtype] or buf.offset_bytes + nbytes > arena.arena_bytes:
+                raise OptionError(f"buffer {buf.name!r} does not fit its arena at its offset",
+                                  field="plan.groups.buffers")
+            var = identifier("b", len(buffers), f"{buf.node}_{buf.role}{buf.tensor_index}")
+            buffers.append(BufferSpec(var, gv, int(buf.offset_bytes), buf.dtype, shape))
+            slots[(coll, buf.role, int(buf.tensor_index))] = Slot(
+                var, bool(buf.zero_copy), gv, int(buf.offset_bytes), max(int(buf.size_bytes), nbytes),
+                int(buf.first), int(buf.last), buf.dtype, shape)
+    return arenas, buffers, slots, str(plan.digest)
+
+
+def order_sha256(graph: Graph, order: list[int]) -> str:
+    """sha256 of the node names in ``order``, one per line: how plans name their order."""
+    from commopt.buffers.digest import order_digest
+
+    return order_digest(graph, order)
