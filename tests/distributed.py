@@ -67,15 +67,9 @@ def _worker(fn: Callable[..., Any], rank: int, world_size: int, init_file: str,
     try:
         dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                                 world_size=world_size, timeout=timedelta(seconds=timeout_s))
-        completed = False
         try:
             value = fn(rank, world_size, *args)
-            completed = True
         finally:
-            if completed:
-                # No rank closes its gloo pairs while a peer may still be finishing its
-                # last collective on them (teardown is not synchronized by gloo itself).
-                dist.barrier()
             dist.destroy_process_group()
         results.put((rank, True, _to_bytes(value)))
     except BaseException:
