@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_TIMEOUT_S = 240.0
+_POLL_S = 1.0  # how often a wait for results checks for ranks killed by a signal
 
 
 def _to_bytes(value: Any) -> bytes:
@@ -54,9 +55,14 @@ def _from_bytes(data: bytes) -> Any:
 
 def _worker(fn: Callable[..., Any], rank: int, world_size: int, init_file: str,
             args: tuple[Any, ...], results: Any, timeout_s: float) -> None:
+    import faulthandler
+
     import torch
     import torch.distributed as dist
 
+    # A native crash (glibc heap check, SIGSEGV) in a rank would otherwise show only as
+    # "Connection reset by peer" on its peers: dump every thread's Python stack to stderr.
+    faulthandler.enable(all_threads=True)
     torch.set_num_threads(1)
     try:
         dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
@@ -90,29 +96,70 @@ def run_gloo(fn: Callable[..., Any], world_size: int, *args: Any,
         for p in procs:
             p.start()
         got: dict[int, tuple[bool, Any]] = {}
+        crashed: dict[int, int] = {}
         try:
-            while len(got) < world_size:
-                try:
-                    rank, ok, value = results.get(timeout=timeout_s)
-                except queue_mod.Empty:
-                    dead = [r for r, p in enumerate(procs) if not p.is_alive() and r not in got]
-                    raise RuntimeError(f"gloo run timed out after {timeout_s:.0f} s "
-                                       f"(ranks exited without a result: {dead})") from None
-                got[rank] = (ok, value)
-                if not ok:
-                    break
+            crashed = _collect(procs, results, got, timeout_s)
         finally:
             for p in procs:
                 p.join(timeout=5 if len(got) == world_size else 0.5)
+            crashed = crashed or _crashed_ranks(procs, got)  # before we terminate the rest
             for p in procs:
                 if p.is_alive():
                     p.terminate()
                     p.join(timeout=5)
     failures = {r: v for r, (ok, v) in got.items() if not ok}
-    if failures:
+    if failures or crashed:
         text = "\n".join(f"--- rank {r} ---\n{tb}" for r, tb in sorted(failures.items()))
-        raise RuntimeError(f"{len(failures)} rank(s) failed:\n{text}")
+        raise RuntimeError(f"{len(failures) + len(crashed)} rank(s) failed:\n{crashed_text(crashed)}{text}")
     return [_from_bytes(got[r][1]) for r in range(world_size)]
+
+
+def _collect(procs: Sequence[Any], results: Any, got: dict[int, tuple[bool, Any]],
+             timeout_s: float) -> dict[int, int]:
+    """Fill ``got`` from the queue until every rank answered, one failed, or one crashed.
+
+    Returns the ranks that died by a signal without a result (then we stop waiting at once:
+    its peers would otherwise block until the gloo timeout).
+    """
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while len(got) < len(procs):
+        try:
+            rank, ok, value = results.get(timeout=_POLL_S)
+        except queue_mod.Empty:
+            crashed = _crashed_ranks(procs, got)
+            if crashed:
+                return crashed
+            if time.monotonic() > deadline:
+                dead = [r for r, p in enumerate(procs) if not p.is_alive() and r not in got]
+                raise RuntimeError(f"gloo run timed out after {timeout_s:.0f} s "
+                                   f"(ranks exited without a result: {dead})") from None
+            continue
+        got[rank] = (ok, value)
+        if not ok:
+            break
+    return {}
+
+
+def _crashed_ranks(procs: Sequence[Any], got: dict[int, tuple[bool, Any]]) -> dict[int, int]:
+    """Ranks that died by a signal without sending a result: rank -> signal number."""
+    return {r: -p.exitcode for r, p in enumerate(procs)
+            if r not in got and p.exitcode is not None and p.exitcode < 0}
+
+
+def crashed_text(crashed: dict[int, int]) -> str:
+    """One line per rank killed by a signal (a native crash its peers see as a reset)."""
+    import signal
+
+    lines = []
+    for r, sig in sorted(crashed.items()):
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        lines.append(f"--- rank {r} --- died with {name} (native crash; see its stderr)\n")
+    return "".join(lines)
 
 
 # --------------------------------------------------------------------------- archives

@@ -36,3 +36,24 @@ def test_run_gloo_returns_each_ranks_result_after_a_real_all_reduce():
 def test_run_gloo_reraises_a_ranks_exception_with_its_traceback():
     with pytest.raises(RuntimeError, match=r"rank 1 ---[\s\S]*ValueError: boom on purpose"):
         run_gloo(_fail_on_rank_one, 2, timeout_s=60)
+
+
+def _abort_on_rank_one(rank: int, world_size: int):
+    import os
+
+    if rank == 1:
+        os.abort()  # what glibc does on a detected heap corruption
+    return rank
+
+
+@pytest.mark.slow
+def test_run_gloo_names_a_rank_killed_by_a_native_crash():
+    # Issue 13: a heap-corruption abort in one rank surfaced only as "Connection reset by
+    # peer" on the others; the dead rank and its signal must be named, without waiting
+    # out the timeout.
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"rank 1 --- died with SIGABRT"):
+        run_gloo(_abort_on_rank_one, 2, timeout_s=120)
+    assert time.monotonic() - start < 60
