@@ -40,10 +40,9 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
               markdown_file: str | None, groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str,
               **estimator_values) -> None:
     """Simulate GRAPH and fail (exit 1) when thresholds or the baseline are not met."""
-    from commopt import gate
+    from commopt import atomic, gate
     from commopt.api import optimize
     from commopt.errors import ExitCode
-    from commopt import atomic
     from commopt.schemas.check import CheckMetrics
 
     cfg = app.config.with_overrides({

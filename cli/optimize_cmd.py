@@ -41,7 +41,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
     reordered graph (same format), buffer_plan.json, run_NAME.py, report.html, trace.json
     and summary.json."""
     from commopt.api import optimize
-    from commopt.passes.base import DEFAULT_MAX_MEMORY_INCREASE
+    from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE
 
     cfg = app.config.with_overrides({
         "passes": passes, "max_memory_increase": max_memory_increase,

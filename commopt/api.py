@@ -21,7 +21,7 @@ from commopt.estimators.options import EstimatorOptions
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
 from commopt.outputs import build_outputs, write_outputs
-from commopt.passes.base import DEFAULT_MAX_MEMORY_INCREASE, PassContext
+from commopt.passes.base import PassContext
 from commopt.passes.manager import PassManager, PipelineResult
 from commopt.progress import SILENT, Progress
 from commopt.result import OptimizeResult, OutputOptions
@@ -33,6 +33,7 @@ from commopt.schemas.summary import (
     Summary,
     Timings,
 )
+from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE
 
 __all__ = ["OptimizeResult", "OutputOptions", "build_outputs", "optimize", "write_outputs"]
 
@@ -74,8 +75,8 @@ def optimize(
     """
     from commopt.io import graph_suffix, load_graph
     from commopt.io.groups import require_known_group_sizes
-    from commopt.passes.base import check_max_memory_increase
     from commopt.passes.registry import get_registry, parse_pipeline
+    from commopt.sim.memory import check_max_memory_increase
 
     check_max_memory_increase(max_memory_increase)
     names = parse_pipeline(passes)

@@ -12,7 +12,8 @@ from typing import Any
 
 from commopt.buffers.planner import DEFAULT_ALIGN_BYTES
 from commopt.estimators.options import EstimatorOptions
-from commopt.passes.base import DEFAULT_MAX_MEMORY_INCREASE, DEFAULT_PIPELINE
+from commopt.passes.base import DEFAULT_PIPELINE
+from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE
 
 _ESTIMATOR = EstimatorOptions()
 

@@ -13,12 +13,7 @@ from typing import Any, ClassVar
 
 from commopt.errors import OptionError
 from commopt.ir.graph import Graph
-
-#: Default ``max_memory_increase``: a reordered graph may use at most 10% more peak live
-#: memory than the original order. Conservative: one prefetched FSDP layer (a weight
-#: all-gathered one layer ahead) fits in a training step whose peak is activations, while
-#: raising every all-gather to the top does not.
-DEFAULT_MAX_MEMORY_INCREASE = 0.10
+from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE, memory_budget
 
 #: The default pipeline, chosen from measurements (analytical estimator, H100, the six
 #: world-size-8 samples and four exported stacks of bench/graphs.py; makespan over the lower
@@ -77,38 +72,18 @@ class PassContext:
         original_order: Sequence[int] | None = None,
         options: dict[str, Any] | None = None,
     ) -> PassContext:
-        """A context whose budget is ``(1 + max_memory_increase)`` x the original peak.
-
-        Peaks here are padded (every tensor at its largest rank's size): the budget and
-        every decision against it are the same on every rank.
-        """
-        from commopt.sim import peak_memory
-
-        check_max_memory_increase(max_memory_increase)
+        """A context whose budget is :func:`commopt.sim.memory.memory_budget` of the original
+        order (padded peak x ``(1 + max_memory_increase)``, the same on every rank)."""
         if len(durations_us) != len(graph):
             raise OptionError(f"{len(durations_us)} durations for a graph of {len(graph)} nodes",
                               field="durations_us")
-        order = graph.original_order if original_order is None else list(original_order)
-        peak, _ = peak_memory(graph, order, padded=True)
         return cls(
             durations_us=tuple(float(d) for d in durations_us),
-            memory_budget_bytes=int(peak * (1.0 + max_memory_increase)),
+            memory_budget_bytes=memory_budget(graph, max_memory_increase, original_order),
             max_memory_increase=max_memory_increase,
             allow_cross_group_reorder=allow_cross_group_reorder,
             options=dict(options or {}),
         )
-
-
-def check_max_memory_increase(value: float) -> None:
-    """Raise :class:`OptionError` unless ``-1 < value <= 100`` (a fraction, not percent).
-
-    A negative value asks for an order whose peak is *below* the original's (the passes then
-    favour memory; when no such order is found the best one found is kept and the summary
-    says the budget was not met).
-    """
-    if not (isinstance(value, (int, float)) and -1.0 < float(value) <= 100.0):
-        raise OptionError(f"max_memory_increase must be a fraction above -1 and at most 100, got {value!r}",
-                          field="max_memory_increase")
 
 
 @dataclass(frozen=True)

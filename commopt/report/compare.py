@@ -30,7 +30,7 @@ def compare_graphs(
     warnings (e.g. unknown group ranks) lead the report's notes.
     """
     from commopt.estimators import EstimatorOptions, resolve
-    from commopt.passes.base import DEFAULT_MAX_MEMORY_INCREASE, PassContext
+    from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE, memory_budget
 
     options = estimator_options if estimator_options is not None else EstimatorOptions()
     chain = resolve(None, options)
@@ -39,9 +39,7 @@ def compare_graphs(
     if reordered is not None:
         after = match_order(graph, reordered, file=reordered.source_path)
     increase = DEFAULT_MAX_MEMORY_INCREASE if max_memory_increase is None else max_memory_increase
-    # the budget exactly as the passes compute it (padded sizes, same on every rank)
-    budget = PassContext.for_graph(graph, durations,
-                                   max_memory_increase=increase).memory_budget_bytes
+    budget = memory_budget(graph, increase)
     notes = [*graph.meta.get("load_warnings", ()), *chain.notes]
     if after is not None:
         notes.append(f"'after' is the order of {_name(reordered)}, matched to "

@@ -18,6 +18,7 @@ import weakref
 from array import array
 from collections.abc import Sequence
 
+from commopt.errors import OptionError
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 
@@ -132,3 +133,33 @@ def peak_memory(graph: Graph, order: Sequence[int], *, padded: bool = False) -> 
             peak = live
         live -= freed[k]
     return peak, curve
+
+
+#: Default ``max_memory_increase``: a reordered graph may use at most 10% more peak live
+#: memory than the original order. Conservative: one prefetched FSDP layer (a weight
+#: all-gathered one layer ahead) fits in a training step whose peak is activations, while
+#: raising every all-gather to the top does not.
+DEFAULT_MAX_MEMORY_INCREASE = 0.10
+
+
+def memory_budget(graph: Graph, max_memory_increase: float = DEFAULT_MAX_MEMORY_INCREASE,
+                  order: Sequence[int] | None = None) -> int:
+    """The peak live memory a reordered graph may reach: ``(1 + max_memory_increase)`` x the
+    padded peak of ``order`` (default: the original order). Padded sizes (every tensor at its
+    largest rank's size) make the budget, and every decision against it, the same on every
+    rank. The passes keep to it; reports and ``check`` show it."""
+    check_max_memory_increase(max_memory_increase)
+    peak, _ = peak_memory(graph, graph.original_order if order is None else order, padded=True)
+    return int(peak * (1.0 + max_memory_increase))
+
+
+def check_max_memory_increase(value: float) -> None:
+    """Raise :class:`OptionError` unless ``-1 < value <= 100`` (a fraction, not percent).
+
+    A negative value asks for an order whose peak is *below* the original's (the passes then
+    favour memory; when no such order is found the best one found is kept and the summary
+    says the budget was not met).
+    """
+    if not (isinstance(value, (int, float)) and -1.0 < float(value) <= 100.0):
+        raise OptionError(f"max_memory_increase must be a fraction above -1 and at most 100, got {value!r}",
+                          field="max_memory_increase")
