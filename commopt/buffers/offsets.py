@@ -6,7 +6,8 @@ Heuristic: *greedy by size* with best fit (Pisarchyk & Lee, "Efficient Memory Ma
 Deep Neural Net Inference", 2020; TFLite's ``GreedyBySizeOffsetCalculation``): take buffers in
 a priority order and put each into the smallest gap between already placed, time-overlapping
 buffers that holds it (lowest offset on ties), else just above them. We run it with several
-priority orders and keep the smallest arena (the first order wins ties). Every placement
+priority orders and keep the smallest arena (the first order wins ties); on small arenas a
+deterministic local search over the winning order follows (:func:`_local_search`). Every placement
 ends at or below the sum of the sizes placed so far, so the arena never exceeds one buffer
 per call site; it is never below :func:`lower_bound`.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import operator
+import random
 from collections.abc import Callable, Sequence
 from itertools import compress
 
@@ -34,6 +36,16 @@ ORDERINGS: dict[str, Callable[[int, int, int, int], tuple[int, ...]]] = {
 #: heuristic; by-area and by-start never won there.
 LARGE_INSTANCE_BUFFERS = 4096
 LARGE_INSTANCE_ORDERINGS = ("greedy_by_size", "greedy_by_length")
+
+#: Up to this many buffers, when no ordering reaches the lower bound, a local search follows:
+#: it swaps two random buffers of the best order so far and keeps the swap when the arena does
+#: not grow. On a real graph (Llama SimpleFSDP x TP, 84 buffers per group) it took the best
+#: ordering's 1.028 of the lower bound to 1.015. The generator has a fixed seed and
+#: the number of tries is fixed, so plans stay deterministic.
+LOCAL_SEARCH_BUFFERS = 512
+LOCAL_SEARCH_NAME = "local_search"
+LOCAL_SEARCH_TRIES = 300
+LOCAL_SEARCH_SEED = 0
 
 
 def lower_bound(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[int]) -> int:
@@ -197,6 +209,7 @@ def assign_offsets(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[
     bound = lower_bound(sizes, firsts, lasts)
     ranges = TimeRanges(firsts, lasts)
     best: tuple[list[int], int, str] | None = None
+    best_order: list[int] = []
     tried: list[list[int]] = []
     for name in names:
         key = ORDERINGS[name]
@@ -207,7 +220,38 @@ def assign_offsets(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[
         offsets, arena = greedy_best_fit(order, sizes, firsts, lasts, ranges=ranges)
         if best is None or arena < best[1]:
             best = (offsets, arena, name)
+            best_order = order
         if arena <= bound:
             break
     assert best is not None
+    if orderings is None and best[1] > bound and n <= LOCAL_SEARCH_BUFFERS:
+        best = _local_search(best_order, best, bound, sizes, firsts, lasts, ranges)
+    return best
+
+
+def _local_search(order: list[int], best: tuple[list[int], int, str], bound: int,
+                  sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[int],
+                  ranges: TimeRanges) -> tuple[list[int], int, str]:
+    """Improve the best greedy placement by swapping pairs of buffers in its priority order.
+
+    A swap is kept when the arena does not grow (sideways moves let the search cross
+    plateaus); the result is only reported when it is strictly smaller. Deterministic: fixed
+    seed, fixed number of tries; stops early at the lower bound.
+    """
+    rng = random.Random(LOCAL_SEARCH_SEED)
+    n = len(order)
+    current, current_arena = list(order), best[1]
+    for _ in range(LOCAL_SEARCH_TRIES):
+        j, k = rng.randrange(n), rng.randrange(n)
+        if j == k:
+            continue
+        candidate = list(current)
+        candidate[j], candidate[k] = candidate[k], candidate[j]
+        offsets, arena = greedy_best_fit(candidate, sizes, firsts, lasts, ranges=ranges)
+        if arena <= current_arena:
+            current, current_arena = candidate, arena
+            if arena < best[1]:
+                best = (offsets, arena, LOCAL_SEARCH_NAME)
+            if arena <= bound:
+                break
     return best
