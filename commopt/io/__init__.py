@@ -88,10 +88,11 @@ def saved_order(graph: Graph, order: Sequence[int]) -> list[int]:
     loaded again: a ``.pt2`` archive keeps its own layout (:func:`commopt.io.pt2.archive_order`),
     a JSON file keeps ``order`` as given."""
     if graph.source_format == "pt2":
-        from commopt.io.pt2 import archive_order
+        from commopt.io.pt2 import archive_order, writes_as_archive
 
-        return archive_order(graph, order)
-    return list(order)
+        if writes_as_archive(graph):
+            return archive_order(graph, order)
+    return list(order)  # JSON, or a traced graph without an ExportedProgram (nothing to lay out)
 
 
 def graph_suffix(graph: Graph) -> str:

@@ -434,6 +434,14 @@ def reordered_program(graph: Graph, order: list[int] | None = None) -> Any:
     return ep._update(gm, ep.graph_signature)
 
 
+def writes_as_archive(graph: Graph) -> bool:
+    """Whether ``graph`` carries the ExportedProgram a ``.pt2`` archive is written from (a graph
+    traced from a GraphModule has none)."""
+    import torch
+
+    return isinstance(graph.payload, torch.export.ExportedProgram)
+
+
 def archive_order(graph: Graph, order: Sequence[int] | None = None) -> list[int]:
     """The order of ``graph``'s nodes in a ``.pt2`` archive written in ``order``, as a reload
     gives it back.
@@ -445,13 +453,10 @@ def archive_order(graph: Graph, order: Sequence[int] | None = None) -> list[int]
     passes' result is put in this order before anything is planned for it, so the buffer plan,
     the runner and the archive agree.
     """
-    import torch
-
-    ep = graph.payload
-    if not isinstance(ep, torch.export.ExportedProgram):
+    if not writes_as_archive(graph):
         raise OptionError("only a graph loaded from .pt2 (or an ExportedProgram) can be written "
                           "as .pt2; write it as .json instead", file=graph.source_path)
-    fx_nodes = list(ep.graph_module.graph.nodes)
+    fx_nodes = list(graph.payload.graph_module.graph.nodes)
     n = len(fx_nodes)
     if n != len(graph.nodes):
         raise ValueError("the graph's ExportedProgram does not match its nodes")

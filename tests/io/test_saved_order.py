@@ -42,3 +42,14 @@ def test_written_archive_reloads_in_the_planned_order(archive: str, tmp_path: Pa
     written = load_graph(tmp_path / result.summary.output)
     assert [n.name for n in written.nodes] == [result.graph.nodes[i].name for i in result.order]
     assert validate_plan(written, None, load_plan(tmp_path / "buffer_plan.json")) == []
+
+
+def test_a_traced_graph_without_an_exported_program_keeps_its_order():
+    """Regression: a graph from a torch.fx GraphModule (source format pt2, no ExportedProgram)
+    made optimize fail with 'only a graph loaded from .pt2 ... can be written as .pt2'."""
+    import torch
+
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()))
+    g = load_graph(gm)
+    order = list(reversed(g.original_order))
+    assert saved_order(g, order) == order
