@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_TIMEOUT_S = 240.0
+#: Prefix of a rank's report when its own work succeeded but the final barrier failed
+#: (a peer failed or died): the peer's report, not this one, names the cause.
+PEER_FAILED = "peer failed before the final barrier:\n"
 _POLL_S = 1.0  # how often a wait for results checks for ranks killed by a signal
 
 
@@ -69,6 +72,16 @@ def _worker(fn: Callable[..., Any], rank: int, world_size: int, init_file: str,
                                 world_size=world_size, timeout=timedelta(seconds=timeout_s))
         try:
             value = fn(rank, world_size, *args)
+        except BaseException:
+            dist.destroy_process_group()
+            raise
+        try:
+            # every rank finished its collectives before any closes its connections: a rank
+            # that tears down while a peer's gloo threads still send to it resets them
+            dist.barrier()
+        except BaseException:
+            results.put((rank, False, PEER_FAILED + traceback.format_exc()))
+            return
         finally:
             dist.destroy_process_group()
         results.put((rank, True, _to_bytes(value)))
@@ -108,6 +121,9 @@ def run_gloo(fn: Callable[..., Any], world_size: int, *args: Any,
                     p.terminate()
                     p.join(timeout=5)
     failures = {r: v for r, (ok, v) in got.items() if not ok}
+    if any(not v.startswith(PEER_FAILED) for v in failures.values()):
+        # a rank whose own work failed is the cause; peers stuck in the final barrier are not
+        failures = {r: v for r, v in failures.items() if not v.startswith(PEER_FAILED)}
     if failures or crashed:
         text = "\n".join(f"--- rank {r} ---\n{tb}" for r, tb in sorted(failures.items()))
         raise RuntimeError(f"{len(failures) + len(crashed)} rank(s) failed:\n{crashed_text(crashed)}{text}")
@@ -137,8 +153,8 @@ def _collect(procs: Sequence[Any], results: Any, got: dict[int, tuple[bool, Any]
                                    f"(ranks exited without a result: {dead})") from None
             continue
         got[rank] = (ok, value)
-        if not ok:
-            break
+        if not ok and not value.startswith(PEER_FAILED):
+            break  # a rank's own failure: its peers may never answer
     return {}
 
 

@@ -60,3 +60,66 @@ def torchrun(script: Path, nproc: int, *args: str, cwd: Path,
            str(script), *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout_s)
+
+
+#: Runs, per case, a .pt2 archive eagerly (tests.distributed) on its own inputs, saves those
+#: inputs, then the generated runner's main() on the same inputs with --verify; records each
+#: case's status in status<rank>.json (a runner that raises does not stop the others).
+#: Teardown: every process-group object is released and all ranks meet in a barrier before
+#: the world is destroyed, so no rank closes its connections while a peer still uses them
+#: (without it, one run in four aborted at exit with "terminate called without an active
+#: exception").
+RUNNER_WRAPPER = '''\
+import gc
+import json
+import os
+import runpy
+import sys
+import traceback
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, {repo!r})
+from tests.distributed import flat_inputs, read_groups_record, recreate_groups, run_exported
+
+rank = int(os.environ["RANK"])
+dist.init_process_group("gloo")
+status = {{}}
+for name, archive, runner in {cases!r}:
+    try:
+        ep = torch.export.load(archive)
+        mapping = recreate_groups(read_groups_record(archive))
+        # parameters and buffers by state-dict key, user inputs by placeholder name
+        keys = [s.target if s.target else s.arg.name for s in ep.graph_signature.input_specs]
+        torch.save(dict(zip(keys, flat_inputs(ep))), f"{{name}}_in{{rank}}.pt")
+        torch.save(run_exported(ep, mapping), f"{{name}}_eager{{rank}}.pt")
+        main = runpy.run_path(runner, run_name="runner")["main"]
+        code = main(["--verify", "--iters", "2", "--warmup", "1", "--inputs", f"{{name}}_in{{{{rank}}}}.pt",
+                     "--dump-outputs", f"{{name}}_out{{{{rank}}}}.pt", "--out", f"{{name}}.json"])
+        status[name] = "ok" if code == 0 else f"exit {{code}}"
+    except Exception as exc:
+        status[name] = "".join(traceback.format_exception_only(exc)).strip()
+    finally:
+        ep = mapping = main = None
+with open(f"status{{rank}}.json", "w") as f:
+    json.dump(status, f)
+gc.collect()
+dist.barrier()
+dist.destroy_process_group()
+'''
+
+
+def launch_runners(cases: list[tuple[str, str, str]], world: int, work: Path) -> dict[str, list[str]]:
+    """Run ``(name, archive, runner)`` cases in one torchrun launch of ``world`` ranks in
+    ``work`` (see :data:`RUNNER_WRAPPER`); returns each case's status per rank ("ok" or the
+    error). Outputs land in ``work``: ``<name>_eager<rank>.pt``, ``<name>_out<rank>.pt``."""
+    import json
+
+    wrapper = work / "wrapper.py"
+    wrapper.write_text(RUNNER_WRAPPER.format(repo=str(REPO), cases=cases), encoding="utf-8")
+    proc = torchrun(wrapper, world, cwd=work, timeout_s=600)
+    (work / "stderr.txt").write_text(proc.stderr, encoding="utf-8")
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    ranks = [json.loads((work / f"status{r}.json").read_text(encoding="utf-8")) for r in range(world)]
+    return {name: [r[name] for r in ranks] for name, _, _ in cases}

@@ -18,42 +18,11 @@ from click.testing import CliRunner
 
 from commopt.cli.main import cli
 from commopt.io import load_graph
-from tests.codegen.conftest import REPO, torchrun
+from tests.codegen.conftest import REPO, launch_runners
 
 pytestmark = pytest.mark.slow
 
 SAMPLES = REPO / "sample_graphs"
-
-WRAPPER = '''\
-import os
-import runpy
-import sys
-
-import torch
-import torch.distributed as dist
-
-sys.path.insert(0, {repo!r})
-from tests.distributed import flat_inputs, read_groups_record, recreate_groups, run_exported
-
-rank = int(os.environ["RANK"])
-dist.init_process_group("gloo")
-failed = []
-for name, archive, runner in {cases!r}:
-    ep = torch.export.load(archive)
-    mapping = recreate_groups(read_groups_record(archive))
-    # parameters and buffers by state-dict key, user inputs by placeholder name
-    keys = [s.target if s.target else s.arg.name for s in ep.graph_signature.input_specs]
-    torch.save(dict(zip(keys, flat_inputs(ep))), f"{{name}}_in{{rank}}.pt")
-    torch.save(run_exported(ep, mapping), f"{{name}}_eager{{rank}}.pt")
-    main = runpy.run_path(runner, run_name="runner")["main"]
-    code = main(["--verify", "--iters", "2", "--warmup", "1", "--inputs", f"{{name}}_in{{{{rank}}}}.pt",
-                 "--dump-outputs", f"{{name}}_out{{{{rank}}}}.pt", "--out", f"{{name}}.json"])
-    if code:
-        failed.append(name)
-dist.destroy_process_group()
-sys.exit(1 if failed else 0)
-'''
-
 
 def _samples(world: int) -> list[str]:
     manifest = SAMPLES / "MANIFEST.json"
@@ -77,12 +46,11 @@ def _run_samples(tmp_path: Path, names: list[str], world: int) -> None:
         assert summary["after"]["makespan_us"] < summary["before"]["makespan_us"], name
         (runner,) = out.glob("run_*.py")
         cases.append((name, str(archive), str(runner)))
-    wrapper = tmp_path / "wrapper.py"
-    wrapper.write_text(WRAPPER.format(repo=str(REPO), cases=cases), encoding="utf-8")
-    proc = torchrun(wrapper, world, cwd=tmp_path, timeout_s=600)
-    assert proc.returncode == 0, proc.stderr[-6000:]
+    statuses = launch_runners(cases, world, tmp_path)
+    stderr = (tmp_path / "stderr.txt").read_text(encoding="utf-8")
     for name in names:
-        assert f"[{name}] verify: " in proc.stderr, name
+        assert statuses[name] == ["ok"] * world, f"{name}: {statuses[name]}"
+        assert f"[{name}] verify: " in stderr, name
         for r in range(world):
             eager = torch.load(tmp_path / f"{name}_eager{r}.pt")
             got = torch.load(tmp_path / f"{name}_out{r}.pt")
