@@ -57,6 +57,7 @@ class Spec:
     param_dtype: str = "float32"
     reduce_dtype: str = "float32"
     backward: bool = True     # training step (loss + gradients) or forward only (logits)
+    moe: bool = False         # Mixtral mixture of experts, experts sharded over "ep"
 
 
 CORPUS = {
@@ -84,6 +85,11 @@ CORPUS = {
     "llama_tp_infer": Spec(
         "transformers Llama (2 layers) with TP, forward only (inference: logits, no loss, no "
         "gradients)", tp=True, backward=False),
+    "mixtral_ep": Spec(
+        "transformers Mixtral (2 layers, 2 experts per rank, top-2 routing) with expert "
+        "parallelism over ep: GShard-style capacity dispatch, all_to_all_single to the ranks "
+        "owning the experts and back; the other parameters data-parallel (gradients "
+        "all-reduced, avg); training step", moe=True),
 }
 SETS = ("ws8", "ws2")
 
@@ -137,6 +143,8 @@ def _plan(spec: Spec, layers: int) -> dict:
 
 def build(name: str, world: int):
     """(ExportedProgram, DeviceMesh) of corpus graph ``name`` at world size ``world``."""
+    if CORPUS[name].moe:
+        return _build_moe(world)
     import torch
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
@@ -221,9 +229,110 @@ def build(name: str, world: int):
     return torch.export.export(LlamaStep(), (ids, ids)), mesh
 
 
+#: Experts each rank of the ep mesh dimension holds (Mixtral's 3-D expert weights, dim 0).
+EXPERTS_PER_RANK = 2
+
+
+def _build_moe(world: int):
+    """(ExportedProgram, DeviceMesh) of a Mixtral training step with expert parallelism.
+
+    transformers' ``MixtralExperts`` keeps every expert's weights in 3-D tensors; with expert
+    parallelism each rank stores its ``EXPERTS_PER_RANK`` slices and routes tokens to the
+    rank that owns their expert. Dispatch is capacity-based (GShard, capacity factor 1, so
+    the all_to_all splits are even and sizes are static; tokens over capacity are dropped),
+    as in torchtitan's and DeepSpeed's fixed-capacity modes. Non-expert parameters are
+    replicated over the same ranks (data parallel): their gradients are all-reduced (avg).
+    """
+    import math
+
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as fc
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.func import functional_call
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    try:
+        from transformers import MixtralConfig, MixtralForCausalLM
+        from transformers.models.mixtral.modeling_mixtral import MixtralExperts
+    except ImportError:
+        print("mixtral_ep needs the transformers package: pip install transformers", file=sys.stderr)
+        raise SystemExit(make_samples.MISSING_PACKAGE) from None
+
+    torch.manual_seed(0)
+    mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("ep",))
+    group = mesh.get_group("ep")
+    experts = EXPERTS_PER_RANK * world
+    cfg = MixtralConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
+                        num_local_experts=experts, num_experts_per_tok=2, router_jitter_noise=0.0,
+                        attn_implementation="sdpa")
+    model = MixtralForCausalLM(cfg)
+    rank = dist.get_rank()
+
+    def expert_parallel(self, hidden_states, top_k_index, top_k_weights):
+        tokens, hidden = hidden_states.shape
+        capacity = math.ceil(tokens * top_k_index.shape[1] / experts)
+        choice = torch.nn.functional.one_hot(top_k_index.reshape(-1), experts).to(hidden_states.dtype)
+        slot = (choice.cumsum(0) - 1) * choice  # place of each (token, choice) in its expert
+        kept = (slot < capacity) & (choice > 0)
+        dispatch = (torch.nn.functional.one_hot(slot.clamp(0, capacity - 1).long(), capacity)
+                    .to(hidden_states.dtype) * kept[..., None]).reshape(tokens, -1, experts, capacity)
+        sent = torch.einsum("tkec,th->ech", dispatch, hidden_states).reshape(experts * capacity, hidden)
+        mine = self.gate_up_proj.shape[0]
+        received = fc.all_to_all_single_autograd(sent, None, None, group)
+        x = received.reshape(world, mine, capacity, hidden).transpose(0, 1).reshape(mine, -1, hidden)
+        gate, up = torch.bmm(x, self.gate_up_proj.transpose(1, 2)).chunk(2, dim=-1)
+        y = torch.bmm(self.act_fn(gate) * up, self.down_proj.transpose(1, 2))
+        y = y.reshape(mine, world, capacity, hidden).transpose(0, 1).reshape(experts * capacity, hidden)
+        back = fc.all_to_all_single_autograd(y, None, None, group).reshape(experts, capacity, hidden)
+        weights = dispatch * top_k_weights[:, :, None, None].to(hidden_states.dtype)
+        return torch.einsum("tkec,ech->th", weights, back)
+
+    names = [n for n, _ in model.named_parameters()]
+    is_expert = [".experts." in n for n in names]
+    stored = [p.detach()[rank * EXPERTS_PER_RANK:(rank + 1) * EXPERTS_PER_RANK].clone() if ex
+              else p.detach() for ex, p in zip(is_expert, model.parameters(), strict=True)]
+
+    def step(ids, labels, *local):
+        leaves = [t.requires_grad_(True) for t in local]
+        out = functional_call(model, dict(zip(names, leaves, strict=True)), (ids,),
+                              {"labels": labels, "use_cache": False})
+        grads = torch.autograd.grad(out.loss, leaves, allow_unused=True)
+        grads = [g if ex or g is None else fc.wait_tensor(fc.all_reduce(g, "avg", group))
+                 for g, ex in zip(grads, is_expert, strict=True)]
+        return (out.loss, *grads)
+
+    ids = torch.randint(0, cfg.vocab_size, (2, 16))
+    original = MixtralExperts.forward
+    MixtralExperts.forward = expert_parallel
+    try:
+        gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(ids, ids, *stored)
+    finally:
+        MixtralExperts.forward = original
+
+    class MixtralStep(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.step = gm
+            self.shards = torch.nn.ParameterList(
+                torch.nn.Parameter(t.clone(), requires_grad=False) for t in stored)
+
+        def forward(self, ids, labels):
+            return self.step(ids, labels, *self.shards)
+
+    return torch.export.export(MixtralStep(), (ids, ids)), mesh
+
+
 def describe(name: str, world: int) -> dict:
     """Manifest fields of ``name`` at ``world`` besides what the exporter measures."""
     spec = CORPUS[name]
+    if spec.moe:
+        return {"model_source": f"transformers {_transformers_version()} MixtralForCausalLM, "
+                                f"2 layers, {EXPERTS_PER_RANK * world} experts (top-2), hidden 64, "
+                                "vocab 128, seq 16, random weights",
+                "parallelism": "EP+DP", "mesh_dims": {"ep": world}, "param_dtype": "float32",
+                "reduce_dtype": "float32", "step": "training (loss + gradients)"}
     par = [k for k, on in (("TP", spec.tp), ("SP", spec.sp), ("SimpleFSDP", spec.fsdp)) if on]
     return {"model_source": f"transformers {_transformers_version()} LlamaForCausalLM, "
                             f"{spec.layers} layers, hidden 64, vocab 128, seq 16, random weights",
