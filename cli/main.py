@@ -34,6 +34,9 @@ COMMANDS: dict[str, str] = {
 class LazyGroup(click.Group):
     """A group whose commands are imported on first use (missing modules are skipped)."""
 
+    #: Set by ``--debug``: user errors show their traceback (and its cause) before the line.
+    debug = False
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(name for name in COMMANDS if self._load(name) is not None)
 
@@ -63,6 +66,8 @@ class LazyGroup(click.Group):
         try:
             rv = super().main(args, "commopt", complete_var, standalone_mode=False, **extra)
         except CommoptError as exc:
+            if self.debug:
+                traceback.print_exception(exc)
             click.echo(f"commopt: error: {exc}", err=True)
             sys.exit(int(exc.exit_code))
         except click.exceptions.Abort:
@@ -104,6 +109,7 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, "--version", prog_name="commopt")
 @click.option("-v", "--verbose", count=True, help="More diagnostics on stderr.")
 @click.option("-q", "--quiet", count=True, help="Fewer diagnostics on stderr.")
+@click.option("--debug", is_flag=True, help="Show the traceback of an error (e.g. a failing plug-in).")
 @click.option(
     "--color",
     type=click.Choice(["auto", "always", "never"]),
@@ -112,8 +118,9 @@ class LazyGroup(click.Group):
     help="Colour in terminal output (NO_COLOR is honoured in 'auto').",
 )
 @click.pass_context
-def cli(ctx: click.Context, verbose: int, quiet: int, color: str) -> None:
+def cli(ctx: click.Context, verbose: int, quiet: int, debug: bool, color: str) -> None:
     """Reorder distributed PyTorch graphs so communication overlaps with compute."""
+    type(ctx.command).debug = debug
     ctx.obj = App(verbosity=verbose - quiet, color=color)
 
 

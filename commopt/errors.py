@@ -76,6 +76,10 @@ class OptionError(CommoptError):
     """A command-line option or API argument is out of range or unknown."""
 
 
+class PassError(CommoptError):
+    """A plug-in pass raised: the message names the pass and the passes that ran before it."""
+
+
 class CheckFailed(CommoptError):
     """A `commopt check` threshold or an invariant was not met."""
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from commopt.errors import InvariantViolation
+from commopt.errors import CommoptError, InvariantViolation, PassError
 from commopt.invariants import check_order
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
@@ -57,7 +57,7 @@ class PassManager:
         ran: list[str] = []
         for p in self.passes:
             t0 = time.perf_counter()
-            proposed = list(p.run(graph, current, ctx))
+            proposed = _run_pass(p, graph, current, ctx, ran)
             seconds = time.perf_counter() - t0
             _check(graph, proposed, ctx, p.name, ran)
             new = Schedule.of(graph, proposed)
@@ -76,6 +76,22 @@ class PassManager:
         result.order = current
         result.final = sim
         return result
+
+
+def _run_pass(p: Pass, graph: Graph, order: Schedule, ctx: PassContext, ran: list[str]) -> list[int]:
+    """``p``'s order; an exception inside a plug-in pass becomes a :class:`PassError` naming
+    the pass and the passes before it (a user error: exit 2, traceback under ``--debug``). A
+    built-in pass's exception is a bug in commopt and propagates as one."""
+    try:
+        return list(p.run(graph, order, ctx))
+    except CommoptError:
+        raise
+    except Exception as exc:
+        if type(p).__module__.startswith("commopt."):
+            raise
+        before = f"after {', '.join(ran)}" if ran else "as the first pass"
+        raise PassError(f"pass {p.name!r} ({before}) failed: {type(exc).__name__}: {exc}",
+                        field="passes") from exc
 
 
 def _check(graph: Graph, order: list[int], ctx: PassContext, name: str, ran: list[str]) -> None:

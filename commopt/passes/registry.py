@@ -62,6 +62,9 @@ class PassRegistry:
         if name in self._loaded:
             return self._loaded[name]
         entry = self.entries[name]
+        if entry.broken:  # claimed twice: unusable, but the other passes are not affected
+            self._broken[name] = BrokenPass(name, entry.source, entry.error)
+            raise PluginError(f"pass {name!r} is broken: {entry.error}", field="passes")
         try:
             cls = import_target(entry.target)
             _validate(name, cls)
@@ -100,15 +103,12 @@ def _validate(name: str, cls: object) -> None:
 
 def discover(entry_points=None) -> PassRegistry:
     """Build a registry from the built-ins and the ``commopt.passes`` entry points
-    (:func:`commopt.plugins.discover`); a name claimed twice is an error naming both.
+    (:func:`commopt.plugins.discover`). A name claimed twice is a broken entry naming both
+    sources: using it is an error, listing it shows why, every other pass works.
 
     ``entry_points`` (for tests) replaces what :mod:`importlib.metadata` finds.
     """
-    entries = discover_plugins(ENTRY_POINT_GROUP, BUILTIN, entry_points)
-    for entry in entries.values():
-        if entry.error is not None:
-            raise PluginError(f"two passes are named {entry.name!r}: {entry.error}", field="passes")
-    return PassRegistry(entries)
+    return PassRegistry(discover_plugins(ENTRY_POINT_GROUP, BUILTIN, entry_points))
 
 
 @lru_cache(maxsize=1)

@@ -33,10 +33,43 @@ def test_unknown_and_empty_pass_names_are_option_errors():
         parse_pipeline("sink-waits,,raise-comms")
 
 
-def test_a_plugin_named_like_a_builtin_is_an_error_naming_both():
-    with pytest.raises(PluginError) as exc:
-        discover([_ep("sink-waits", "somewhere.else:Sink")])
-    assert "built-in" in str(exc.value) and "somewhere.else:Sink" in str(exc.value)
+def test_a_name_claimed_twice_is_a_broken_entry_not_a_crash():
+    """Regression: a clashing pass name made discovery raise, so every optimize and even
+    `commopt passes` failed. Now only that name is unusable, and it says why."""
+    reg = discover([_ep("sink-waits", "somewhere.else:Sink"),
+                    _ep("twin", "pkg_a:Twin"), _ep("twin", "pkg_b:Twin")])
+    broken = {b.name: b.error for b in reg.check_all()}
+    assert "built-in" in broken["sink-waits"] and "somewhere.else:Sink" in broken["sink-waits"]
+    assert "pkg_a:Twin" in broken["twin"] and "pkg_b:Twin" in broken["twin"]
+    with pytest.raises(PluginError, match="defined twice"):
+        reg.create("sink-waits")
+    assert reg.create("raise-comms").name == "raise-comms"
+
+
+def test_an_exception_in_a_plugin_pass_names_the_pass_and_those_before_it():
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from commopt.errors import PassError
+    from commopt.passes.base import Pass, PassContext
+    from commopt.passes.manager import PassManager
+    from commopt.passes.sink_waits import SinkWaits
+    from commopt.synth import fsdp_tp_stack
+
+    @dataclass(frozen=True)
+    class Explodes(Pass):
+        name: ClassVar[str] = "explodes"
+
+        def run(self, graph, order, ctx):
+            raise ZeroDivisionError("plug-in arithmetic")
+
+    g = fsdp_tp_stack(2, dp=2, tp=2, hidden=64, tokens=32)
+    ctx = PassContext.for_graph(g, [1.0] * len(g))
+    with pytest.raises(PassError) as exc:
+        PassManager([SinkWaits(), Explodes()]).run(g, g.original_order, ctx)
+    assert str(exc.value) == ("field passes: pass 'explodes' (after sink-waits) failed: "
+                              "ZeroDivisionError: plug-in arithmetic")
+    assert isinstance(exc.value.__cause__, ZeroDivisionError)
 
 
 def test_broken_plugins_are_listed_and_loading_them_is_a_plugin_error():
