@@ -150,7 +150,6 @@ def build(name: str, world: int):
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
     from torch.distributed.tensor.parallel import parallelize_module
     from torch.func import functional_call
-    from torch.fx.experimental.proxy_tensor import make_fx
 
     try:
         from transformers import LlamaConfig, LlamaForCausalLM
@@ -214,19 +213,7 @@ def build(name: str, world: int):
         return (loss, *grads)
 
     ids = torch.randint(0, cfg.vocab_size, (2, seq))
-    gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(ids, ids, *stored)
-
-    class LlamaStep(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.step = gm
-            self.shards = torch.nn.ParameterList(
-                torch.nn.Parameter(t.clone(), requires_grad=False) for t in stored)
-
-        def forward(self, ids, labels):
-            return self.step(ids, labels, *self.shards)
-
-    return torch.export.export(LlamaStep(), (ids, ids)), mesh
+    return make_samples.export_traced_step("LlamaStep", step, ids, stored), mesh
 
 
 #: Experts each rank of the ep mesh dimension holds (Mixtral's 3-D expert weights, dim 0).
@@ -250,7 +237,6 @@ def _build_moe(world: int):
     import torch.distributed._functional_collectives as fc
     from torch.distributed.device_mesh import init_device_mesh
     from torch.func import functional_call
-    from torch.fx.experimental.proxy_tensor import make_fx
 
     try:
         from transformers import MixtralConfig, MixtralForCausalLM
@@ -307,21 +293,9 @@ def _build_moe(world: int):
     original = MixtralExperts.forward
     MixtralExperts.forward = expert_parallel
     try:
-        gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(ids, ids, *stored)
+        return make_samples.export_traced_step("MixtralStep", step, ids, stored), mesh
     finally:
         MixtralExperts.forward = original
-
-    class MixtralStep(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.step = gm
-            self.shards = torch.nn.ParameterList(
-                torch.nn.Parameter(t.clone(), requires_grad=False) for t in stored)
-
-        def forward(self, ids, labels):
-            return self.step(ids, labels, *self.shards)
-
-    return torch.export.export(MixtralStep(), (ids, ids)), mesh
 
 
 def describe(name: str, world: int) -> dict:

@@ -272,7 +272,6 @@ def _llama_tp(world: int):
         parallelize_module,
     )
     from torch.func import functional_call
-    from torch.fx.experimental.proxy_tensor import make_fx
 
     try:
         from transformers import LlamaConfig, LlamaForCausalLM
@@ -309,19 +308,29 @@ def _llama_tp(world: int):
         return (loss, *grads)
 
     ids = torch.randint(0, cfg.vocab_size, (2, 16))
+    return export_traced_step("LlamaTPStep", step, ids, shards), mesh
+
+
+def export_traced_step(class_name: str, step, ids, shards):
+    """Trace ``step(ids, labels, *shards)`` with make_fx on fake tensors (DTensor code traces
+    there, torch.export cannot) and export the flat graph as a module ``class_name`` whose
+    parameters are ``shards`` (labels = ids)."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
     gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(ids, ids, *shards)
 
-    class LlamaTPStep(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.step = gm
-            self.shards = torch.nn.ParameterList(
-                torch.nn.Parameter(t.clone(), requires_grad=False) for t in shards)
+    def __init__(self) -> None:
+        torch.nn.Module.__init__(self)
+        self.step = gm
+        self.shards = torch.nn.ParameterList(
+            torch.nn.Parameter(t.clone(), requires_grad=False) for t in shards)
 
-        def forward(self, ids, labels):
-            return self.step(ids, labels, *self.shards)
+    def forward(self, ids, labels):
+        return self.step(ids, labels, *self.shards)
 
-    return torch.export.export(LlamaTPStep(), (ids, ids)), mesh
+    module = type(class_name, (torch.nn.Module,), {"__init__": __init__, "forward": forward})
+    return torch.export.export(module(), (ids, ids))
 
 
 def export_one(name: str, world: int, out_dir: Path, builder=None, description: str | None = None) -> dict:
