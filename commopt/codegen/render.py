@@ -22,13 +22,19 @@ def template_text() -> str:
     return resources.files("commopt.codegen").joinpath("runner_template.py").read_text("utf-8")
 
 
-def render(model: RunnerModel, *, backend: str | None = None) -> str:
-    """The runner script's source for ``model`` (``backend``: the default backend, or None)."""
-    sections = {
+def generated_sections(model: RunnerModel, *, backend: str | None = None) -> dict[str, str]:
+    """The parts of the script that depend on the graph, by template section name; the rest
+    of the script is the template as it stands."""
+    return {
         "HEADER": _header(model),
         "GRAPH DATA": _graph_data(model, backend),
         "STEPS": _steps(model),
     }
+
+
+def render(model: RunnerModel, *, backend: str | None = None) -> str:
+    """The runner script's source for ``model`` (``backend``: the default backend, or None)."""
+    sections = generated_sections(model, backend=backend)
     found: list[str] = []
 
     def fill(match: re.Match[str]) -> str:
