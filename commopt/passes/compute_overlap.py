@@ -329,270 +329,316 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
               policy: _Policy, model) -> tuple[list[int], float, float, int]:
     """One list schedule: the order, its makespan and exposed communication on the
     scheduler's clock (the simulator's model) and its padded peak memory."""
-    nodes = graph.nodes
-    n = len(nodes)
-    dur = ctx.durations_us
-    pos = Schedule(order, n).positions
-    ptr, idx = graph.pred_arrays()
-    sptr, sidx = graph.succ_arrays()
-    chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
-    kind = [node.kind for node in nodes]
-    viewish = zero_cost_view_mask(graph)
-    K_IN, K_OUT, K_COLL, K_WAIT = NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.COLLECTIVE, NodeKind.WAIT
+    return _ListScheduler(graph, order, ctx, budget, policy, model).run()
 
-    # sequence number of each collective in the input order, and need[i]: the smallest
-    # sequence number of a collective that depends on i (one reverse sweep)
-    seq = [-1] * n
-    colls: list[int] = []
-    for i in order:
-        if kind[i] is K_COLL:
-            seq[i] = len(colls)
-            colls.append(i)
-    big = len(colls) + 1
-    need = [big] * n
-    for i in reversed(order):
-        best = seq[i] if seq[i] >= 0 else big
-        for k in range(sptr[i], sptr[i + 1]):
-            v = need[sidx[k]]
-            if v < best:
-                best = v
-        b = chain.get(i)
-        if b is not None and need[b] < best:
-            best = need[b]
-        need[i] = best
 
-    lookahead = policy.lookahead
-    by_level = policy.priority == "bottom-level"
-    stall = by_level and policy.stall
-    level = bottom_levels_us(graph, order, dur, chain) if by_level else None
+_K_IN, _K_OUT, _K_COLL, _K_WAIT = NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.COLLECTIVE, NodeKind.WAIT
 
-    indeg = [ptr[i + 1] - ptr[i] for i in range(n)]
-    for b in chain.values():
-        indeg[b] += 1
 
-    alloc, _roots, uses0, releases = model
-    by_memory = policy.memory == "frees"
-    users_of: dict[int, list[int]] = {}
-    if by_memory:
-        for i in order:
-            if kind[i] is NodeKind.COMPUTE:
-                for r in releases[i]:
-                    users_of.setdefault(r, []).append(i)
-    ready = bytearray(n)
-    mem_q: list[tuple[int, int, int]] = []
-    reserve = policy.reserve and budget is not None
-    profile: _MaxProfile | None = None
-    if reserve:
-        from commopt.sim import peak_memory
+class _ListScheduler:
+    """One list schedule of ``order`` on the simulated clock (see the module docstring).
 
-        profile = _MaxProfile(peak_memory(graph, order, padded=True)[1])
-    ahead = bytearray(n)
-    front = 0
-    uses = list(uses0)
-    exposed = 0.0
-    live = sum(alloc[i] for i in range(n) if kind[i] is K_IN)
-    peak = live
+    State: the clock ``t``, live and peak bytes, ready queues by kind (views, the next
+    collectives in input order, waits by their collective's end, compute by priority and by
+    input position, compute by net allocation under memory pressure), and each group's
+    stream. :meth:`run` takes one decision per step until every node is scheduled.
+    """
 
-    out: list[int] = []
-    views: list[tuple[int, int]] = []
-    colls_q: list[tuple[int, int]] = []
-    waits_q: list[tuple[float, int, int]] = []
-    comp_need: list[tuple[float, int, int]] = []
-    comp_pos: list[tuple[int, int]] = []
-    done = bytearray(n)
-    coll_end = [0.0] * n
-    stream_free: dict[str, float] = {}
-    issued = bytearray(len(colls))
-    next_seq = 0
-    t = 0.0
-    output_node = -1
+    def __init__(self, graph: Graph, order: Sequence[int], ctx: PassContext,
+                 budget: int | None, policy: _Policy, model) -> None:
+        self.nodes, self.order, self.budget = graph.nodes, order, budget
+        self.n = n = len(graph.nodes)
+        self.dur = ctx.durations_us
+        self.pos = Schedule(order, n).positions
+        self.sptr, self.sidx = graph.succ_arrays()
+        self.chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
+        self.kind = [node.kind for node in graph.nodes]
+        self.viewish = zero_cost_view_mask(graph)
+        self.lookahead = policy.lookahead
+        self.by_level = policy.priority == "bottom-level"
+        self.stall = self.by_level and policy.stall
+        self.level = bottom_levels_us(graph, order, self.dur, self.chain) if self.by_level else None
+        self.seq, self.colls, self.need = self._need_ranks()
+        ptr, _ = graph.pred_arrays()
+        self.indeg = [ptr[i + 1] - ptr[i] for i in range(n)]
+        for b in self.chain.values():
+            self.indeg[b] += 1
+        self.alloc, _roots, uses0, self.releases = model
+        self.by_memory = policy.memory == "frees"
+        self.users_of = self._users_by_root() if self.by_memory else {}
+        self.reserve = policy.reserve and budget is not None
+        self.profile: _MaxProfile | None = None
+        if self.reserve:
+            from commopt.sim import peak_memory
 
-    def push(i: int) -> None:
-        k = kind[i]
-        p = pos[i]
-        if k is K_OUT:
-            nonlocal output_node
-            output_node = i
-        elif k is K_COLL:
-            heapq.heappush(colls_q, (p, i))
-        elif k is K_WAIT:
-            c = nodes[i].wait_of
-            heapq.heappush(waits_q, (coll_end[c] if c is not None else 0.0, p, i))
-        elif k is K_IN or viewish[i]:
-            heapq.heappush(views, (p, i))
+            self.profile = _MaxProfile(peak_memory(graph, order, padded=True)[1])
+        self.uses = list(uses0)
+        self.live = self.peak = sum(self.alloc[i] for i in range(n) if self.kind[i] is _K_IN)
+        self.ready, self.ahead, self.done = bytearray(n), bytearray(n), bytearray(n)
+        self.front, self.exposed, self.t = 0, 0.0, 0.0
+        self.out: list[int] = []
+        self.views: list[tuple[int, int]] = []
+        self.colls_q: list[tuple[int, int]] = []
+        self.waits_q: list[tuple[float, int, int]] = []
+        self.comp_need: list[tuple[float, int, int]] = []
+        self.comp_pos: list[tuple[int, int]] = []
+        self.mem_q: list[tuple[int, int, int]] = []
+        self.coll_end = [0.0] * n
+        self.stream_free: dict[str, float] = {}
+        self.issued = bytearray(len(self.colls))
+        self.next_seq = 0
+        self.output_node = -1
+
+    def _need_ranks(self) -> tuple[list[int], list[int], list[int]]:
+        """Each collective's sequence number in the input order, the collectives in that
+        order, and ``need[i]``: the smallest sequence number of a collective that depends on
+        ``i`` (one reverse sweep)."""
+        n, kind, sptr, sidx, chain = self.n, self.kind, self.sptr, self.sidx, self.chain
+        seq = [-1] * n
+        colls: list[int] = []
+        for i in self.order:
+            if kind[i] is _K_COLL:
+                seq[i] = len(colls)
+                colls.append(i)
+        big = len(colls) + 1
+        need = [big] * n
+        for i in reversed(self.order):
+            best = seq[i] if seq[i] >= 0 else big
+            for k in range(sptr[i], sptr[i + 1]):
+                v = need[sidx[k]]
+                if v < best:
+                    best = v
+            b = chain.get(i)
+            if b is not None and need[b] < best:
+                best = need[b]
+            need[i] = best
+        return seq, colls, need
+
+    def _users_by_root(self) -> dict[int, list[int]]:
+        """Compute nodes by the storage roots they release (to re-rank them as uses drop)."""
+        users: dict[int, list[int]] = {}
+        for i in self.order:
+            if self.kind[i] is NodeKind.COMPUTE:
+                for r in self.releases[i]:
+                    users.setdefault(r, []).append(i)
+        return users
+
+    def run(self) -> tuple[list[int], float, float, int]:
+        """The schedule, its makespan and exposed communication, and its padded peak."""
+        for i in self.order:
+            if self.indeg[i] == 0:
+                self.push(i)
+        while len(self.out) < self.n:
+            self.step()
+        return self.out, max([self.t, *self.stream_free.values()]), self.exposed, self.peak
+
+    def step(self) -> None:
+        """Schedule one node, by the rules of the module docstring, in priority order."""
+        if self.views:
+            _, i = heapq.heappop(self.views)
+            self.live += self.alloc[i] if self.kind[i] is not _K_IN else 0
+            self.finish(i)
+        elif self.waits_q and self.waits_q[0][0] <= self.t:
+            self.stall_on_wait()  # already finished: no stall
         else:
-            heapq.heappush(comp_need, (-level[i] if by_level else need[i], p, i))
-            heapq.heappush(comp_pos, (p, i))
-            if by_memory:
-                ready[i] = 1
-                heapq.heappush(mem_q, (net_bytes(i), p, i))
+            nc = self.next_compute(False)
+            budget = self.budget
+            if budget is not None and nc >= 0 and (self.live + self.alloc[nc] > budget
+                                                   or self.reserved(nc)):
+                self.under_memory_pressure(nc)
+            elif self.colls_q and self.issue_now(nc):
+                self.issue(self.colls_q[0][1])
+            elif self.stall and nc >= 0 and self.waits_q and self.wait_path_is_longer(nc):
+                self.stall_on_wait()  # the wait's path is longer: idle rather than delay it
+            elif nc >= 0:
+                self.run_compute(nc)
+            elif self.waits_q:
+                self.stall_on_wait()
+            elif self.output_node >= 0 and len(self.out) == self.n - 1:
+                self.finish(self.output_node)
+            else:
+                raise AssertionError("compute-overlap: no node is ready; the graph has a cycle")
 
-    def net_bytes(i: int) -> int:
+    def issue_now(self, nc: int) -> bool:
+        """Issue the next collective now unless its group's stream stays busy past the next
+        compute step anyway (issuing later starts it at the same time and holds its output
+        for less long) or it does not fit the memory budget; always when nothing else can
+        run."""
+        c = self.colls_q[0][1]
+        free_at = self.stream_free.get(self.nodes[c].collective.group, 0.0)
+        horizon = self.t + (self.dur[nc] if nc >= 0 else 0.0)
+        budget = self.budget
+        fits = budget is None or (self.live + self.alloc[c] <= budget and not self.reserved(c))
+        return (nc < 0 and not self.waits_q) or (fits and (free_at <= horizon or nc < 0))
+
+    def wait_path_is_longer(self, nc: int) -> bool:
+        """With ``stall``: the first wait ends before compute ``nc`` would, and the longest
+        path through the wait is longer than through ``nc``."""
+        end, _, w = self.waits_q[0]
+        return end < self.t + self.dur[nc] and self.level[w] > self.level[nc]
+
+    def under_memory_pressure(self, nc: int) -> None:
+        """Compute ``nc`` does not fit (or would eat the input order's reserved room).
+
+        If only the reservation is in the way, the input order's next compute node runs (it
+        is not short of memory, it just may not run ahead). Otherwise: compute that frees
+        more than it allocates, then a wait (it releases storage), then the input order,
+        which keeps the input's memory profile. A collective due earlier in the input order
+        is issued first.
+        """
+        budget = self.budget
+        if self.live + self.alloc[nc] <= budget:
+            first = self.next_compute(True)
+            if self.live + self.alloc[first] <= budget and not self.reserved(first):
+                self.run_in_input_order(first)
+                return
+        if self.by_memory:
+            m, net = self.most_freeing()
+            if m >= 0 and net <= 0:
+                colls_q = self.colls_q
+                if colls_q and colls_q[0][0] < self.pos[m] and self.live + self.alloc[colls_q[0][1]] <= budget:
+                    self.issue(colls_q[0][1])
+                else:
+                    self.run_compute(m)
+                return
+        if self.waits_q:
+            self.stall_on_wait()
+            return
+        self.run_in_input_order(self.next_compute(True))
+
+    def run_in_input_order(self, nc: int) -> None:
+        """Compute ``nc``, unless a collective comes before it in the input order."""
+        if self.colls_q and self.colls_q[0][0] < self.pos[nc]:
+            self.issue(self.colls_q[0][1])
+        else:
+            self.run_compute(nc)
+
+    def run_compute(self, i: int) -> None:
+        """Run compute node ``i`` on the compute stream."""
+        self.live += self.alloc[i]
+        self.t += self.dur[i]
+        self.finish(i)
+
+    def push(self, i: int) -> None:
+        """``i`` became ready: queue it by its kind."""
+        k = self.kind[i]
+        p = self.pos[i]
+        if k is _K_OUT:
+            self.output_node = i
+        elif k is _K_COLL:
+            heapq.heappush(self.colls_q, (p, i))
+        elif k is _K_WAIT:
+            c = self.nodes[i].wait_of
+            heapq.heappush(self.waits_q, (self.coll_end[c] if c is not None else 0.0, p, i))
+        elif k is _K_IN or self.viewish[i]:
+            heapq.heappush(self.views, (p, i))
+        else:
+            heapq.heappush(self.comp_need, (-self.level[i] if self.by_level else self.need[i], p, i))
+            heapq.heappush(self.comp_pos, (p, i))
+            if self.by_memory:
+                self.ready[i] = 1
+                heapq.heappush(self.mem_q, (self.net_bytes(i), p, i))
+
+    def net_bytes(self, i: int) -> int:
+        """What running ``i`` now adds to live memory, net of the storage it frees."""
+        uses, alloc = self.uses, self.alloc
         freed = 0
-        for r in releases[i]:
+        for r in self.releases[i]:
             if uses[r] == 1:
                 freed += alloc[r]
         return alloc[i] - freed
 
-    def finish(i: int) -> None:
-        nonlocal live, peak, front
-        if live > peak:
-            peak = live
-        done[i] = 1
-        out.append(i)
-        if reserve and alloc[i] and kind[i] is not K_IN and pos[i] > front:
+    def finish(self, i: int) -> None:
+        """``i`` is scheduled: release its uses, free storage, ready its successors."""
+        if self.live > self.peak:
+            self.peak = self.live
+        pos, alloc, uses, ahead = self.pos, self.alloc, self.uses, self.ahead
+        self.done[i] = 1
+        self.out.append(i)
+        if self.reserve and alloc[i] and self.kind[i] is not _K_IN and pos[i] > self.front:
             ahead[i] = 1
-            profile.add(pos[i], alloc[i])
-        for r in releases[i]:
+            self.profile.add(pos[i], alloc[i])
+        for r in self.releases[i]:
             uses[r] -= 1
             if uses[r] == 0:
-                live -= alloc[r]
+                self.live -= alloc[r]
                 if ahead[r]:
                     ahead[r] = 0
-                    profile.add(pos[r], -alloc[r])
-            elif uses[r] == 1 and by_memory:
-                for u in users_of.get(r, ()):
-                    if ready[u] and not done[u]:
-                        heapq.heappush(mem_q, (net_bytes(u), pos[u], u))
-        for k in range(sptr[i], sptr[i + 1]):
+                    self.profile.add(pos[r], -alloc[r])
+            elif uses[r] == 1 and self.by_memory:
+                for u in self.users_of.get(r, ()):
+                    if self.ready[u] and not self.done[u]:
+                        heapq.heappush(self.mem_q, (self.net_bytes(u), pos[u], u))
+        indeg, sidx = self.indeg, self.sidx
+        for k in range(self.sptr[i], self.sptr[i + 1]):
             s = sidx[k]
             indeg[s] -= 1
             if indeg[s] == 0:
-                push(s)
-        b = chain.get(i)
+                self.push(s)
+        b = self.chain.get(i)
         if b is not None:
             indeg[b] -= 1
             if indeg[b] == 0:
-                push(b)
-        while front < n and done[order[front]]:
-            front += 1
+                self.push(b)
+        done, order, n = self.done, self.order, self.n
+        while self.front < n and done[order[self.front]]:
+            self.front += 1
 
-    def reserved(i: int) -> bool:
+    def reserved(self, i: int) -> bool:
         """Whether running ``i`` now would eat into the room the input order's future peak
         needs (always False for the frontier itself or without ``reserve``)."""
-        return (reserve and pos[i] > front
-                and profile.max(front, pos[i]) + alloc[i] > budget)
+        pos = self.pos
+        return (self.reserve and pos[i] > self.front
+                and self.profile.max(self.front, pos[i]) + self.alloc[i] > self.budget)
 
-    def next_compute(pressure: bool) -> int:
+    def next_compute(self, pressure: bool) -> int:
+        """The compute node to run next: by priority (bottom level, or what the next
+        ``lookahead`` collectives need), or in input order under ``pressure``; -1: none."""
+        comp_need, comp_pos, done = self.comp_need, self.comp_pos, self.done
         while comp_need and done[comp_need[0][2]]:
             heapq.heappop(comp_need)
         while comp_pos and done[comp_pos[0][1]]:
             heapq.heappop(comp_pos)
         if not comp_pos:
             return -1
-        if not pressure and (by_level or (lookahead > 0 and comp_need[0][0] < next_seq + lookahead)):
+        if not pressure and (self.by_level or (self.lookahead > 0
+                                               and comp_need[0][0] < self.next_seq + self.lookahead)):
             return comp_need[0][2]
         return comp_pos[0][1]
 
-    def most_freeing() -> tuple[int, int]:
+    def most_freeing(self) -> tuple[int, int]:
         """The ready compute node with the smallest net allocation, and that net."""
+        mem_q = self.mem_q
         while mem_q:
             net, p, i = mem_q[0]
-            if done[i]:
+            if self.done[i]:
                 heapq.heappop(mem_q)
                 continue
-            cur = net_bytes(i)
+            cur = self.net_bytes(i)
             if cur != net:
                 heapq.heapreplace(mem_q, (cur, p, i))
                 continue
             return i, net
         return -1, 0
 
-    def issue(c: int) -> None:
-        nonlocal live, next_seq
-        heapq.heappop(colls_q)
-        group = nodes[c].collective.group
-        start = max(t, stream_free.get(group, 0.0))
-        coll_end[c] = start + dur[c]
-        stream_free[group] = coll_end[c]
-        live += alloc[c]
-        issued[seq[c]] = 1
-        while next_seq < len(colls) and issued[next_seq]:
-            next_seq += 1
-        finish(c)
+    def issue(self, c: int) -> None:
+        """Issue collective ``c`` (the head of the collective queue) on its group's stream."""
+        heapq.heappop(self.colls_q)
+        group = self.nodes[c].collective.group
+        start = max(self.t, self.stream_free.get(group, 0.0))
+        self.coll_end[c] = start + self.dur[c]
+        self.stream_free[group] = self.coll_end[c]
+        self.live += self.alloc[c]
+        self.issued[self.seq[c]] = 1
+        while self.next_seq < len(self.colls) and self.issued[self.next_seq]:
+            self.next_seq += 1
+        self.finish(c)
 
-    def stall_on_wait() -> None:
-        nonlocal t, exposed
-        end, _, i = heapq.heappop(waits_q)
-        if end > t:
-            exposed += end - t
-            t = end
-        t += dur[i]
-        finish(i)
-
-    for i in order:
-        if indeg[i] == 0:
-            push(i)
-
-    while len(out) < n:
-        if views:
-            _, i = heapq.heappop(views)
-            live += alloc[i] if kind[i] is not K_IN else 0
-            finish(i)
-            continue
-        if waits_q and waits_q[0][0] <= t:
-            stall_on_wait()  # already finished: no stall
-            continue
-        nc = next_compute(False)
-        if budget is not None and nc >= 0 and (live + alloc[nc] > budget or reserved(nc)):
-            if live + alloc[nc] <= budget:  # only the reservation: the input order's next
-                first = next_compute(True)
-                if live + alloc[first] <= budget and not reserved(first):
-                    nc = first  # compute is not short of memory, it just may not run ahead
-                    if colls_q and colls_q[0][0] < pos[nc]:
-                        issue(colls_q[0][1])
-                        continue
-                    live += alloc[nc]
-                    t += dur[nc]
-                    finish(nc)
-                    continue
-            # memory is short: compute that frees more than it allocates, waits (they
-            # release storage), then the input order (which keeps the input's profile)
-            if by_memory:
-                m, net = most_freeing()
-                if m >= 0 and net <= 0:
-                    if colls_q and colls_q[0][0] < pos[m] and live + alloc[colls_q[0][1]] <= budget:
-                        issue(colls_q[0][1])
-                        continue
-                    live += alloc[m]
-                    t += dur[m]
-                    finish(m)
-                    continue
-            if waits_q:
-                stall_on_wait()
-                continue
-            nc = next_compute(True)
-            if colls_q and colls_q[0][0] < pos[nc]:
-                issue(colls_q[0][1])
-                continue
-            live += alloc[nc]
-            t += dur[nc]
-            finish(nc)
-            continue
-        if colls_q:
-            c = colls_q[0][1]
-            free_at = stream_free.get(nodes[c].collective.group, 0.0)
-            horizon = t + (dur[nc] if nc >= 0 else 0.0)
-            fits = budget is None or (live + alloc[c] <= budget and not reserved(c))
-            if (nc < 0 and not waits_q) or (fits and (free_at <= horizon or nc < 0)):
-                issue(c)
-                continue
-        if stall and nc >= 0 and waits_q:
-            end, _, w = waits_q[0]
-            if end < t + dur[nc] and level[w] > level[nc]:
-                stall_on_wait()  # the wait's path is longer: idle rather than delay it
-                continue
-        if nc >= 0:
-            live += alloc[nc]
-            t += dur[nc]
-            finish(nc)
-            continue
-        if waits_q:
-            stall_on_wait()
-            continue
-        if output_node >= 0 and len(out) == n - 1:
-            finish(output_node)
-            continue
-        raise AssertionError("compute-overlap: no node is ready; the graph has a cycle")
-    makespan = max([t, *stream_free.values()])
-    return out, makespan, exposed, peak
+    def stall_on_wait(self) -> None:
+        """Take the wait whose collective ends first; the compute stream idles until then."""
+        end, _, i = heapq.heappop(self.waits_q)
+        if end > self.t:
+            self.exposed += end - self.t
+            self.t = end
+        self.t += self.dur[i]
+        self.finish(i)
