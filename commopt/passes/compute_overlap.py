@@ -38,6 +38,7 @@ from commopt.passes._common import (
     zero_cost_view_mask,
 )
 from commopt.passes.base import Pass, PassContext
+from commopt.sim.model import ZERO_TIME_KINDS, MemoryModel, memory_model, needs_finish
 
 _INF = float("inf")
 
@@ -68,7 +69,7 @@ class ComputeOverlap(Pass):
         """
         if not graph.collectives():
             return list(order)
-        model = _memory_model(graph)
+        model = memory_model(graph, padded=True)
         before = ctx.simulate(graph, order)
         floor_us = before.lower_bound_us * (1.0 + 1e-9)
         best: tuple[tuple[float, float, int], list[int]] | None = None
@@ -100,7 +101,7 @@ class ComputeOverlap(Pass):
         return list(dict.fromkeys(found))[:max(2, 300_000 // max(1, nodes))]
 
     def _fitting(self, graph: Graph, order: Sequence[int], ctx: PassContext, policy: _Policy,
-                 model) -> tuple[list[int], float, float] | None:
+                 model: MemoryModel) -> tuple[list[int], float, float] | None:
         """The best schedule found within the memory budget (None: none fits).
 
         The scheduler's own peak follows the simulator's memory rules (padded), so when a
@@ -175,30 +176,23 @@ def bottom_levels_us(graph: Graph, order: Sequence[int], durations_us: Sequence[
                      chain: dict[int, int]) -> list[float]:
     """Longest path (us) from the start of each node to the end of the graph.
 
-    A collective's duration counts towards the successors that need it finished (its waits,
-    readers of its value, the next collective of its group); its other successors only need
-    it issued, as do chain successors (``chain``: the kept global collective order). Inputs,
+    A collective's duration counts towards the successors that need it finished
+    (:func:`commopt.sim.model.needs_finish`: its waits, readers of its value, the next
+    collective of its group); its other successors only need it issued, as do chain successors (``chain``: the kept global collective order). Inputs,
     outputs and views take no time. One reverse sweep over ``order`` (a topological order).
     """
     nodes = graph.nodes
     n = len(nodes)
     sptr, sidx = graph.succ_arrays()
-    zero = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW)
     bl = [0.0] * n
     for i in reversed(order):
         node = nodes[i]
-        d = 0.0 if node.kind in zero else float(durations_us[i])
+        d = 0.0 if node.kind in ZERO_TIME_KINDS else float(durations_us[i])
         best = 0.0
         if node.kind is NodeKind.COLLECTIVE:
-            group = node.collective.group if node.collective is not None else None
             for k in range(sptr[i], sptr[i + 1]):
                 s = sidx[k]
-                sn = nodes[s]
-                v = bl[s]
-                if (sn.wait_of == i or i in sn.inputs
-                        or (sn.kind is NodeKind.COLLECTIVE and sn.collective is not None
-                            and sn.collective.group == group)):
-                    v += d
+                v = bl[s] + d if needs_finish(graph, i, s) else bl[s]
                 if v > best:
                     best = v
             if d > best:
@@ -289,44 +283,8 @@ class _MaxProfile:
         return best
 
 
-def _memory_model(graph: Graph) -> tuple[list[int], list[int], list[int], list[list[int]]]:
-    """Padded allocation per node, the storage root each node's uses count against, the
-    number of uses per root, and the roots each node releases a use of when it runs.
-
-    Same rules as :mod:`commopt.sim.memory` but with padded bytes, so every rank takes the
-    same decisions: a storage is freed after its last use, a collective's inputs are used
-    until its waits, graph inputs are never freed.
-    """
-    from commopt.sim.memory import effective_roots
-
-    nodes = graph.nodes
-    n = len(nodes)
-    roots = effective_roots(graph)
-    alloc = [0] * n
-    no_alloc = (NodeKind.VIEW, NodeKind.WAIT, NodeKind.OUTPUT)
-    for node in nodes:
-        i = node.index
-        if roots[i] == i and node.outputs and node.kind not in no_alloc:
-            alloc[i] = node.padded_nbytes
-    freeable = [alloc[i] > 0 and nodes[i].kind is not NodeKind.INPUT for i in range(n)]
-    releases: list[tuple[int, ...]] = [()] * n
-    uses = [0] * n
-    for node in nodes:
-        i = node.index
-        rs = [roots[p] for p in node.inputs]
-        rs.append(roots[i])
-        if node.wait_of is not None and node.kind is NodeKind.WAIT:
-            rs.extend(roots[p] for p in nodes[node.wait_of].inputs)
-        mine = tuple(sorted({r for r in rs if freeable[r]}))
-        if mine:
-            releases[i] = mine
-            for r in mine:
-                uses[r] += 1
-    return alloc, roots, uses, releases
-
-
 def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int | None,
-              policy: _Policy, model) -> tuple[list[int], float, float, int]:
+              policy: _Policy, model: MemoryModel) -> tuple[list[int], float, float, int]:
     """One list schedule: the order, its makespan and exposed communication on the
     scheduler's clock (the simulator's model) and its padded peak memory."""
     return _ListScheduler(graph, order, ctx, budget, policy, model).run()
@@ -345,7 +303,7 @@ class _ListScheduler:
     """
 
     def __init__(self, graph: Graph, order: Sequence[int], ctx: PassContext,
-                 budget: int | None, policy: _Policy, model) -> None:
+                 budget: int | None, policy: _Policy, model: MemoryModel) -> None:
         self.nodes, self.order, self.budget = graph.nodes, order, budget
         self.n = n = len(graph.nodes)
         self.dur = ctx.durations_us
@@ -363,7 +321,7 @@ class _ListScheduler:
         self.indeg = [ptr[i + 1] - ptr[i] for i in range(n)]
         for b in self.chain.values():
             self.indeg[b] += 1
-        self.alloc, _roots, uses0, self.releases = model
+        self.alloc, uses0, self.releases = model.alloc, model.uses, model.releases
         self.by_memory = policy.memory == "frees"
         self.users_of = self._users_by_root() if self.by_memory else {}
         self.reserve = policy.reserve and budget is not None

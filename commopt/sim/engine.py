@@ -23,9 +23,8 @@ from commopt.errors import InvariantViolation
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.sim.memory import peak_memory
+from commopt.sim.model import needs_finish, step_durations, stream_of
 from commopt.sim.result import COMPUTE_LANE, CollectiveTiming, SimEvent, SimResult, comm_lane
-
-_ZERO_KINDS = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW)
 
 
 def simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) -> SimResult:
@@ -36,135 +35,138 @@ def simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) 
     collective; :class:`~commopt.ir.schedule.ScheduleError` when the order is not a
     permutation; ``ValueError`` when the durations do not match the graph.
     """
-    nodes = graph.nodes
-    n = len(nodes)
-    if len(durations_us) != n:
-        raise ValueError(f"{len(durations_us)} durations for a graph of {n} nodes")
     order = Schedule.of(graph, order)
-    dur = [0.0 if nodes[i].kind in _ZERO_KINDS else float(d) for i, d in enumerate(durations_us)]
-    for i, d in enumerate(dur):
-        if not d >= 0.0:  # also rejects NaN
-            raise ValueError(f"node {nodes[i].name!r} has duration {d!r}; durations are >= 0")
-
-    end = [0.0] * n  # when each node's value is ready
-    start = [0.0] * n
-    issue = [-1.0] * n  # collectives only
-    exposed = [0.0] * n  # per collective
-    first_wait = [-1] * n
-    first_wait_t = [0.0] * n
-    stream_free: dict[str, float] = {}
-    comm_by_group: dict[str, float] = {}
-    events: list[SimEvent] = []
-    issued: list[int] = []
-    kind_compute, kind_coll, kind_wait = NodeKind.COMPUTE, NodeKind.COLLECTIVE, NodeKind.WAIT
-    kind_view = NodeKind.VIEW
-    t = 0.0
-    exposed_total = 0.0
-    total_compute = 0.0
+    dur = step_durations(graph, durations_us)
+    replay = _Replay(graph, dur)
     for i in order:
-        node = nodes[i]
-        kind = node.kind
-        ins = node.inputs
-        ready = 0.0
-        for p in ins:
-            e = end[p]
-            if e > ready:
-                ready = e
-        if kind is kind_coll:
-            group = node.collective.group if node.collective is not None else "?"
-            s = stream_free.get(group, 0.0)
-            if t > s:
-                s = t
-            if ready > s:
-                s = ready
-            e = s + dur[i]
-            issue[i] = t
-            start[i] = s
-            end[i] = e
-            stream_free[group] = e
-            comm_by_group[group] = comm_by_group.get(group, 0.0) + dur[i]
-            issued.append(i)
-            events.append(SimEvent(i, comm_lane(group), s, e))
-        elif kind is kind_wait:
-            c = node.wait_of
-            if c is None or issue[c] < 0.0:
-                cname = nodes[c].name if c is not None else "?"
-                raise InvariantViolation(
-                    f"wait {node.name!r} comes before its collective {cname!r} in the order"
-                )
-            if first_wait[c] < 0:
-                first_wait[c] = i
-                first_wait_t[c] = t
-            s = t
-            if ready > s:
-                idle = ready - s
-                exposed[c] += idle
-                exposed_total += idle
-                events.append(SimEvent(i, COMPUTE_LANE, s, ready))
-                s = ready
-            start[i] = s
-            t = s + dur[i]
-            end[i] = t
-            total_compute += dur[i]
-        elif kind is kind_view:  # metadata only: never blocks, ready when its source is
-            start[i] = t
-            end[i] = ready if ready > t else t
-        else:
-            s = t
-            if ready > s:  # a value read before its wait: idle on the collective(s) behind it
-                _charge_unwaited(nodes, ins, end, s, exposed)
-                exposed_total += ready - s
-                s = ready
-            start[i] = s
-            t = s + dur[i]
-            end[i] = t
-            if kind is kind_compute:
-                total_compute += dur[i]
-                events.append(SimEvent(i, COMPUTE_LANE, s, t))
+        replay.run(i)
+    return replay.result(order)
 
-    makespan = t
-    for c in issued:
-        if end[c] > makespan:
-            makespan = end[c]
-    total_comm = sum(comm_by_group.values())
-    overlap = 1.0 if total_comm <= 0.0 else min(1.0, max(0.0, 1.0 - exposed_total / total_comm))
-    timings = [
-        CollectiveTiming(
-            node=c,
-            group=nodes[c].collective.group if nodes[c].collective is not None else "?",
-            issue_us=issue[c],
-            start_us=start[c],
-            end_us=end[c],
-            wait_node=first_wait[c] if first_wait[c] >= 0 else None,
-            wait_start_us=first_wait_t[c] if first_wait[c] >= 0 else None,
-            exposed_us=exposed[c],
+
+class _Replay:
+    """The clock of one simulation: each node's start and end, collectives' issue times and
+    exposed time, the events drawn in reports. :meth:`run` advances it by one node of the
+    order (rules in the module docstring); :meth:`result` sums it up."""
+
+    def __init__(self, graph: Graph, dur: list[float]) -> None:
+        n = len(graph.nodes)
+        self.graph, self.nodes, self.dur = graph, graph.nodes, dur
+        self.end = [0.0] * n  # when each node's value is ready
+        self.start = [0.0] * n
+        self.issue = [-1.0] * n  # collectives only
+        self.exposed = [0.0] * n  # per collective
+        self.first_wait = [-1] * n
+        self.first_wait_t = [0.0] * n
+        self.stream_free: dict[str, float] = {}
+        self.comm_by_group: dict[str, float] = {}
+        self.events: list[SimEvent] = []
+        self.issued: list[int] = []
+        self.t = self.exposed_total = self.total_compute = 0.0
+
+    def run(self, i: int) -> None:
+        """Advance the clock by node ``i``, the next node of the order."""
+        node = self.nodes[i]
+        kind = node.kind
+        ready = 0.0
+        end = self.end
+        for p in node.inputs:
+            if end[p] > ready:
+                ready = end[p]
+        if kind is NodeKind.COLLECTIVE:
+            self._issue(i, stream_of(node), ready)
+        elif kind is NodeKind.WAIT:
+            self._wait(i, node, ready)
+        elif kind is NodeKind.VIEW:  # metadata only: never blocks, ready when its source is
+            self.start[i] = self.t
+            end[i] = ready if ready > self.t else self.t
+        else:
+            s = self.t
+            if ready > s:  # a value read before its wait: idle on the collective(s) behind it
+                _charge_unwaited(self.nodes, node.inputs, end, s, self.exposed)
+                self.exposed_total += ready - s
+                s = ready
+            self.start[i] = s
+            self.t = end[i] = s + self.dur[i]
+            if kind is NodeKind.COMPUTE:
+                self.total_compute += self.dur[i]
+                self.events.append(SimEvent(i, COMPUTE_LANE, s, self.t))
+
+    def _issue(self, i: int, group: str, ready: float) -> None:
+        """Issue collective ``i``: it starts when its inputs are ready and its stream is free."""
+        s = max(self.stream_free.get(group, 0.0), self.t, ready)
+        e = s + self.dur[i]
+        self.issue[i], self.start[i], self.end[i] = self.t, s, e
+        self.stream_free[group] = e
+        self.comm_by_group[group] = self.comm_by_group.get(group, 0.0) + self.dur[i]
+        self.issued.append(i)
+        self.events.append(SimEvent(i, comm_lane(group), s, e))
+
+    def _wait(self, i: int, node, ready: float) -> None:
+        """The compute stream blocks until the collective finished; the idle time is exposed."""
+        c = node.wait_of
+        if c is None or self.issue[c] < 0.0:
+            cname = self.nodes[c].name if c is not None else "?"
+            raise InvariantViolation(f"wait {node.name!r} comes before its collective {cname!r} in the order")
+        if self.first_wait[c] < 0:
+            self.first_wait[c] = i
+            self.first_wait_t[c] = self.t
+        s = self.t
+        if ready > s:
+            self.exposed[c] += ready - s
+            self.exposed_total += ready - s
+            self.events.append(SimEvent(i, COMPUTE_LANE, s, ready))
+            s = ready
+        self.start[i] = s
+        self.t = self.end[i] = s + self.dur[i]
+        self.total_compute += self.dur[i]
+
+    def result(self, order: Schedule) -> SimResult:
+        """The :class:`SimResult` of the replayed order."""
+        graph, end = self.graph, self.end
+        makespan = max([self.t, *(end[c] for c in self.issued)])
+        total_comm = sum(self.comm_by_group.values())
+        overlap = 1.0 if total_comm <= 0.0 else min(1.0, max(0.0, 1.0 - self.exposed_total / total_comm))
+        cp = critical_path_us(graph, self.dur)
+        busiest = max(self.comm_by_group.values(), default=0.0)
+        peak, curve = peak_memory(graph, order)
+        return SimResult(
+            makespan_us=makespan,
+            total_compute_us=self.total_compute,
+            comm_us_by_group=dict(sorted(self.comm_by_group.items())),
+            exposed_comm_us=self.exposed_total,
+            overlap_ratio=overlap,
+            lower_bound_us=max(self.total_compute, busiest, cp),
+            critical_path_us=cp,
+            peak_memory_bytes=peak,
+            events=self.events,
+            collectives=[self._timing(c) for c in self.issued],
+            memory_curve=self._memory_curve(order, curve),
         )
-        for c in issued
-    ]
-    cp = critical_path_us(graph, dur)
-    busiest = max(comm_by_group.values(), default=0.0)
-    peak, curve = peak_memory(graph, order)
-    memory_curve: list[tuple[float, int]] = []
-    last_live = -1
-    for k, i in enumerate(order):
-        live = curve[k]
-        if live != last_live:
-            at = issue[i] if nodes[i].kind is kind_coll else start[i]
-            memory_curve.append((at, live))
-            last_live = live
-    return SimResult(
-        makespan_us=makespan,
-        total_compute_us=total_compute,
-        comm_us_by_group=dict(sorted(comm_by_group.items())),
-        exposed_comm_us=exposed_total,
-        overlap_ratio=overlap,
-        lower_bound_us=max(total_compute, busiest, cp),
-        critical_path_us=cp,
-        peak_memory_bytes=peak,
-        events=events,
-        collectives=timings,
-        memory_curve=memory_curve,
-    )
+
+    def _timing(self, c: int) -> CollectiveTiming:
+        waited = self.first_wait[c] >= 0
+        return CollectiveTiming(
+            node=c,
+            group=stream_of(self.nodes[c]),
+            issue_us=self.issue[c],
+            start_us=self.start[c],
+            end_us=self.end[c],
+            wait_node=self.first_wait[c] if waited else None,
+            wait_start_us=self.first_wait_t[c] if waited else None,
+            exposed_us=self.exposed[c],
+        )
+
+    def _memory_curve(self, order: Schedule, curve) -> list[tuple[float, int]]:
+        """(time, live bytes) at each change of the live bytes along ``order``."""
+        points: list[tuple[float, int]] = []
+        last_live = -1
+        for k, i in enumerate(order):
+            live = curve[k]
+            if live != last_live:
+                at = self.issue[i] if self.nodes[i].kind is NodeKind.COLLECTIVE else self.start[i]
+                points.append((at, live))
+                last_live = live
+        return points
 
 
 def _charge_unwaited(nodes, ins, end, t: float, exposed: list[float]) -> None:
@@ -184,26 +186,17 @@ _LAST_CP: weakref.WeakKeyDictionary[Graph, tuple[list[float], float]] = weakref.
 def _edge_carries_end(graph: Graph) -> array:
     """Per predecessor edge (CSR order): 1 when the successor needs the predecessor *finished*.
 
-    Only edges out of a collective can carry just its issue: those to nodes that neither wait
-    for it, read its value, nor queue behind it on its group's stream.
+    Only edges out of a collective can carry just its issue
+    (:func:`commopt.sim.model.needs_finish`).
     """
     flags = _EDGE_FLAGS.get(graph)
     if flags is not None:
         return flags
-    nodes = graph.nodes
     ptr, idx = graph.pred_arrays()
     flags = array("b", b"\x01" * len(idx))
-    kind_coll = NodeKind.COLLECTIVE
-    for i, node in enumerate(nodes):
-        my_group = node.collective.group if node.kind is kind_coll and node.collective else None
+    for i in range(len(graph.nodes)):
         for k in range(ptr[i], ptr[i + 1]):
-            p = idx[k]
-            pn = nodes[p]
-            if pn.kind is kind_coll and not (
-                node.wait_of == p
-                or p in node.inputs
-                or (my_group is not None and pn.collective is not None and pn.collective.group == my_group)
-            ):
+            if not needs_finish(graph, idx[k], i):
                 flags[k] = 0
     _EDGE_FLAGS[graph] = flags
     return flags

@@ -1,6 +1,6 @@
 """Live tensor memory along an order: the one implementation every pass and report uses.
 
-Accounting rules (also in ``docs/estimators.md``):
+Accounting rules (the machine model, :mod:`commopt.sim.model`; also in ``docs/estimators.md``):
 
 - a node that owns a storage (it is its own storage root and produces tensors) allocates its
   local tensor bytes (:attr:`TensorMeta.nbytes`) when it runs; a collective allocates its
@@ -14,76 +14,13 @@ Accounting rules (also in ``docs/estimators.md``):
 
 from __future__ import annotations
 
-import weakref
 from array import array
 from collections.abc import Sequence
 
 from commopt.errors import OptionError
-from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
-
-_NO_ALLOC = (NodeKind.VIEW, NodeKind.WAIT, NodeKind.OUTPUT)
-
-
-def effective_roots(graph: Graph) -> list[int]:
-    """Storage root per node, also for views and waits a loader left without ``alias_of``."""
-    root = list(graph.storage_root)
-    for node in graph.nodes:
-        i = node.index
-        if root[i] != i:
-            continue
-        if node.kind is NodeKind.WAIT and node.wait_of is not None:
-            root[i] = root[node.wait_of]
-        elif node.kind is NodeKind.VIEW and node.inputs:
-            root[i] = root[node.inputs[0]]
-    return root
-
-
-def allocation_bytes(graph: Graph, roots: Sequence[int] | None = None, *,
-                     padded: bool = False) -> list[int]:
-    """Bytes each node allocates when it runs (0 for aliases, views, waits, the output).
-
-    ``padded=True``: the largest rank's bytes (:attr:`TensorMeta.padded_nbytes`), the same
-    on every rank.
-    """
-    roots = effective_roots(graph) if roots is None else roots
-    sizes = [0] * len(graph.nodes)
-    for node in graph.nodes:
-        i = node.index
-        if roots[i] == i and node.kind not in _NO_ALLOC and node.outputs:
-            sizes[i] = node.padded_nbytes if padded else node.nbytes
-    return sizes
-
-
-class _Layout:
-    """Order-independent facts peak_memory needs, computed once per graph."""
-
-    __slots__ = ("sizes", "is_input", "reads", "held_until_wait")
-
-    def __init__(self, graph: Graph, padded: bool = False) -> None:
-        roots = effective_roots(graph)
-        self.sizes = allocation_bytes(graph, roots, padded=padded)
-        self.is_input = [n.kind is NodeKind.INPUT for n in graph.nodes]
-        # storage roots each node reads (deduplicated)
-        self.reads = [tuple({roots[p]: None for p in n.inputs}) for n in graph.nodes]
-        # (waits, roots): a collective's inputs stay live until its waits
-        self.held_until_wait = [
-            (graph.waits_of(n.index), self.reads[n.index])
-            for n in graph.nodes
-            if n.kind is NodeKind.COLLECTIVE and n.inputs and graph.waits_of(n.index)
-        ]
-
-
-_LAYOUTS: weakref.WeakKeyDictionary[Graph, _Layout] = weakref.WeakKeyDictionary()
-_PADDED_LAYOUTS: weakref.WeakKeyDictionary[Graph, _Layout] = weakref.WeakKeyDictionary()
-
-
-def _layout(graph: Graph, padded: bool = False) -> _Layout:
-    cache = _PADDED_LAYOUTS if padded else _LAYOUTS
-    layout = cache.get(graph)
-    if layout is None:
-        layout = cache[graph] = _Layout(graph, padded)
-    return layout
+from commopt.sim.model import memory_model
 
 
 def peak_memory(graph: Graph, order: Sequence[int], *, padded: bool = False) -> tuple[int, array]:
@@ -99,19 +36,14 @@ def peak_memory(graph: Graph, order: Sequence[int], *, padded: bool = False) -> 
     """
     n = len(graph.nodes)
     pos = Schedule.of(graph, order).positions
-    layout = _layout(graph, padded)
-    sizes, is_input, reads = layout.sizes, layout.is_input, layout.reads
-    last = list(pos)  # last position at which each storage root is used
-    for i in range(n):
+    model = memory_model(graph, padded=padded)
+    sizes, is_input = model.alloc, model.is_input
+    last = list(pos)  # last position at which each storage is used
+    for i, releases in enumerate(model.releases):
         p_i = pos[i]
-        for r in reads[i]:
+        for r in releases:
             if last[r] < p_i:
                 last[r] = p_i
-    for waits, roots in layout.held_until_wait:
-        p_w = max(pos[w] for w in waits)
-        for r in roots:
-            if last[r] < p_w:
-                last[r] = p_w
     freed = [0] * n
     live = 0
     for i in range(n):

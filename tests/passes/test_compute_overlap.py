@@ -71,14 +71,15 @@ def _peak_graph():
 
 
 def test_reserving_the_input_orders_future_peak_keeps_early_work_within_budget():
-    from commopt.passes.compute_overlap import _memory_model, _Policy, _schedule
+    from commopt.passes.compute_overlap import _Policy, _schedule
     from commopt.sim import peak_memory
+    from commopt.sim.model import memory_model
 
     g = _peak_graph()
     d = _durations(g)
     ctx = PassContext.for_graph(g, d, max_memory_increase=0.1)
     budget = ctx.memory_budget_bytes
-    model = _memory_model(g)
+    model = memory_model(g, padded=True)
     greedy = _schedule(g, g.original_order, ctx, budget, _Policy("bottom-level", 0, stall=True), model)
     careful = _schedule(g, g.original_order, ctx, budget,
                         _Policy("bottom-level", 0, stall=True, memory="frees", reserve=True), model)

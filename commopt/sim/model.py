@@ -1,0 +1,149 @@
+"""The machine model: the rules every stage that replays an order on a clock shares.
+
+The simulator (:mod:`commopt.sim.engine`), the memory accounting (:mod:`commopt.sim.memory`)
+and the compute-overlap list scheduler (:mod:`commopt.passes.compute_overlap`) all reason
+about the same machine, so its rules live here once:
+
+- **durations**: inputs, outputs and views take no time (:func:`step_durations`);
+- **streams**: compute runs on one stream, each process group's collectives on a FIFO stream
+  of their own; a successor of a collective needs it *finished* only when it waits for it,
+  reads its value or queues behind it on its group's stream, otherwise only *issued*
+  (:func:`needs_finish`);
+- **memory**: a node that owns a storage allocates its bytes when it runs, a storage is freed
+  after the last node that uses any alias of it, a collective uses its inputs until its
+  waits, graph inputs are never freed (:class:`MemoryModel`).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from commopt.ir.graph import Graph, Node, NodeKind
+
+#: Node kinds that take no time on any stream.
+ZERO_TIME_KINDS = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW)
+_NO_ALLOC = (NodeKind.VIEW, NodeKind.WAIT, NodeKind.OUTPUT)
+
+
+def step_durations(graph: Graph, durations_us: Sequence[float]) -> list[float]:
+    """Per-node durations as the machine runs them: 0 for inputs, outputs and views.
+
+    Raises ``ValueError`` when the durations do not match the graph or one is negative,
+    NaN or infinite (a timeline cannot be built from them).
+    """
+    nodes = graph.nodes
+    if len(durations_us) != len(nodes):
+        raise ValueError(f"{len(durations_us)} durations for a graph of {len(nodes)} nodes")
+    dur = [0.0 if nodes[i].kind in ZERO_TIME_KINDS else float(d) for i, d in enumerate(durations_us)]
+    for i, d in enumerate(dur):
+        if not 0.0 <= d < math.inf:  # also rejects NaN
+            raise ValueError(f"node {nodes[i].name!r} has duration {d!r}; durations are finite and >= 0")
+    return dur
+
+
+def stream_of(node: Node) -> str | None:
+    """The process group whose stream runs ``node`` (a collective), or None: the compute stream."""
+    if node.kind is NodeKind.COLLECTIVE:
+        return node.collective.group if node.collective is not None else "?"
+    return None
+
+
+def needs_finish(graph: Graph, pred: int, succ: int) -> bool:
+    """Whether ``succ`` must wait for ``pred`` to *finish* (True) or only to be issued.
+
+    Only a collective can be merely issued: its successors that neither wait for it, read
+    its value nor queue behind it on its group's stream may start while it is in flight.
+    """
+    p = graph.nodes[pred]
+    if p.kind is not NodeKind.COLLECTIVE:
+        return True
+    s = graph.nodes[succ]
+    if s.wait_of == pred or pred in s.inputs:
+        return True
+    return (s.kind is NodeKind.COLLECTIVE and s.collective is not None and p.collective is not None
+            and s.collective.group == p.collective.group)
+
+
+def effective_roots(graph: Graph) -> list[int]:
+    """Storage root per node, also for views and waits a loader left without ``alias_of``."""
+    root = list(graph.storage_root)
+    for node in graph.nodes:
+        i = node.index
+        if root[i] != i:
+            continue
+        if node.kind is NodeKind.WAIT and node.wait_of is not None:
+            root[i] = root[node.wait_of]
+        elif node.kind is NodeKind.VIEW and node.inputs:
+            root[i] = root[node.inputs[0]]
+    return root
+
+
+def allocation_bytes(graph: Graph, roots: Sequence[int] | None = None, *,
+                     padded: bool = False) -> list[int]:
+    """Bytes each node allocates when it runs (0 for aliases, views, waits, the output).
+
+    ``padded=True``: the largest rank's bytes (:attr:`TensorMeta.padded_nbytes`), the same
+    on every rank.
+    """
+    roots = effective_roots(graph) if roots is None else roots
+    sizes = [0] * len(graph.nodes)
+    for node in graph.nodes:
+        i = node.index
+        if roots[i] == i and node.kind not in _NO_ALLOC and node.outputs:
+            sizes[i] = node.padded_nbytes if padded else node.nbytes
+    return sizes
+
+
+@dataclass(frozen=True, eq=False)
+class MemoryModel:
+    """Order-independent memory facts of a graph, computed once (:func:`memory_model`).
+
+    ``alloc[i]``: bytes node ``i`` allocates when it runs. ``roots[i]``: the storage its
+    value lives in. ``releases[i]``: the freeable storages (allocated, not graph inputs) node
+    ``i`` uses — its inputs', its own, and for a wait its collective's inputs — so a storage
+    is freed after the last node whose ``releases`` name it. ``uses[r]``: how many nodes
+    name storage ``r``. ``is_input[i]``: graph inputs are live from the start, never freed.
+    """
+
+    alloc: list[int]
+    roots: list[int]
+    releases: list[tuple[int, ...]]
+    uses: list[int]
+    is_input: list[bool]
+
+
+_MODELS: dict[bool, weakref.WeakKeyDictionary[Graph, MemoryModel]] = {
+    False: weakref.WeakKeyDictionary(), True: weakref.WeakKeyDictionary()}
+
+
+def memory_model(graph: Graph, *, padded: bool = False) -> MemoryModel:
+    """The graph's :class:`MemoryModel` (cached per graph). ``padded=True`` counts every tensor
+    at its largest rank's size, so every rank takes the same decisions."""
+    cached = _MODELS[padded].get(graph)
+    if cached is not None:
+        return cached
+    nodes = graph.nodes
+    n = len(nodes)
+    roots = effective_roots(graph)
+    alloc = allocation_bytes(graph, roots, padded=padded)
+    is_input = [node.kind is NodeKind.INPUT for node in nodes]
+    freeable = [alloc[i] > 0 and not is_input[i] for i in range(n)]
+    releases: list[tuple[int, ...]] = [()] * n
+    uses = [0] * n
+    for node in nodes:
+        i = node.index
+        rs = [roots[p] for p in node.inputs]
+        rs.append(roots[i])
+        if node.wait_of is not None and node.kind is NodeKind.WAIT:
+            rs.extend(roots[p] for p in nodes[node.wait_of].inputs)
+        mine = tuple(sorted({r for r in rs if freeable[r]}))
+        if mine:
+            releases[i] = mine
+            for r in mine:
+                uses[r] += 1
+    model = MemoryModel(alloc, roots, releases, uses, is_input)
+    _MODELS[padded][graph] = model
+    return model
