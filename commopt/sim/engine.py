@@ -38,15 +38,14 @@ def simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) 
     order = Schedule.of(graph, order)
     dur = step_durations(graph, durations_us)
     replay = _Replay(graph, dur)
-    for i in order:
-        replay.run(i)
+    replay.run(order)
     return replay.result(order)
 
 
 class _Replay:
     """The clock of one simulation: each node's start and end, collectives' issue times and
-    exposed time, the events drawn in reports. :meth:`run` advances it by one node of the
-    order (rules in the module docstring); :meth:`result` sums it up."""
+    exposed time, the events drawn in reports. :meth:`run` advances it through an order
+    (rules in the module docstring); :meth:`result` sums it up."""
 
     def __init__(self, graph: Graph, dur: list[float]) -> None:
         n = len(graph.nodes)
@@ -63,62 +62,72 @@ class _Replay:
         self.issued: list[int] = []
         self.t = self.exposed_total = self.total_compute = 0.0
 
-    def run(self, i: int) -> None:
-        """Advance the clock by node ``i``, the next node of the order."""
-        node = self.nodes[i]
-        kind = node.kind
-        ready = 0.0
-        end = self.end
-        for p in node.inputs:
-            if end[p] > ready:
-                ready = end[p]
-        if kind is NodeKind.COLLECTIVE:
-            self._issue(i, stream_of(node), ready)
-        elif kind is NodeKind.WAIT:
-            self._wait(i, node, ready)
-        elif kind is NodeKind.VIEW:  # metadata only: never blocks, ready when its source is
-            self.start[i] = self.t
-            end[i] = ready if ready > self.t else self.t
-        else:
-            s = self.t
-            if ready > s:  # a value read before its wait: idle on the collective(s) behind it
-                _charge_unwaited(self.nodes, node.inputs, end, s, self.exposed)
-                self.exposed_total += ready - s
-                s = ready
-            self.start[i] = s
-            self.t = end[i] = s + self.dur[i]
-            if kind is NodeKind.COMPUTE:
-                self.total_compute += self.dur[i]
-                self.events.append(SimEvent(i, COMPUTE_LANE, s, self.t))
+    def run(self, order: Schedule) -> None:
+        """Advance the clock through ``order`` (compute inline: it is most of the nodes)."""
+        nodes, dur, end, start, events = self.nodes, self.dur, self.end, self.start, self.events
+        kind_coll, kind_wait, kind_view, kind_compute = (
+            NodeKind.COLLECTIVE, NodeKind.WAIT, NodeKind.VIEW, NodeKind.COMPUTE)
+        t = 0.0
+        total_compute = 0.0
+        for i in order:
+            node = nodes[i]
+            kind = node.kind
+            ready = 0.0
+            for p in node.inputs:
+                if end[p] > ready:
+                    ready = end[p]
+            if kind is kind_coll:
+                self._issue(i, stream_of(node), ready, t)
+            elif kind is kind_wait:
+                t = self._wait(i, node, ready, t)
+            elif kind is kind_view:  # metadata only: never blocks, ready when its source is
+                start[i] = t
+                end[i] = ready if ready > t else t
+            else:
+                s = t
+                if ready > s:  # a value read before its wait: idle on the collective(s) behind it
+                    _charge_unwaited(nodes, node.inputs, end, s, self.exposed)
+                    self.exposed_total += ready - s
+                    s = ready
+                start[i] = s
+                t = end[i] = s + dur[i]
+                if kind is kind_compute:
+                    total_compute += dur[i]
+                    events.append(SimEvent(i, COMPUTE_LANE, s, t))
+        self.t = t
+        self.total_compute += total_compute
 
-    def _issue(self, i: int, group: str, ready: float) -> None:
-        """Issue collective ``i``: it starts when its inputs are ready and its stream is free."""
-        s = max(self.stream_free.get(group, 0.0), self.t, ready)
+    def _issue(self, i: int, group: str, ready: float, t: float) -> None:
+        """Issue collective ``i`` at ``t``: it starts when its inputs are ready and its stream
+        is free."""
+        s = max(self.stream_free.get(group, 0.0), t, ready)
         e = s + self.dur[i]
-        self.issue[i], self.start[i], self.end[i] = self.t, s, e
+        self.issue[i], self.start[i], self.end[i] = t, s, e
         self.stream_free[group] = e
         self.comm_by_group[group] = self.comm_by_group.get(group, 0.0) + self.dur[i]
         self.issued.append(i)
         self.events.append(SimEvent(i, comm_lane(group), s, e))
 
-    def _wait(self, i: int, node, ready: float) -> None:
-        """The compute stream blocks until the collective finished; the idle time is exposed."""
+    def _wait(self, i: int, node, ready: float, t: float) -> float:
+        """Wait ``i`` at ``t``: the compute stream blocks until the collective finished (the
+        idle time is exposed); returns the clock after the wait."""
         c = node.wait_of
         if c is None or self.issue[c] < 0.0:
             cname = self.nodes[c].name if c is not None else "?"
             raise InvariantViolation(f"wait {node.name!r} comes before its collective {cname!r} in the order")
         if self.first_wait[c] < 0:
             self.first_wait[c] = i
-            self.first_wait_t[c] = self.t
-        s = self.t
+            self.first_wait_t[c] = t
+        s = t
         if ready > s:
             self.exposed[c] += ready - s
             self.exposed_total += ready - s
             self.events.append(SimEvent(i, COMPUTE_LANE, s, ready))
             s = ready
         self.start[i] = s
-        self.t = self.end[i] = s + self.dur[i]
+        self.end[i] = s + self.dur[i]
         self.total_compute += self.dur[i]
+        return self.end[i]
 
     def result(self, order: Schedule) -> SimResult:
         """The :class:`SimResult` of the replayed order."""
