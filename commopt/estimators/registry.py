@@ -7,9 +7,9 @@ sources is an error naming both; a plug-in that fails to import is listed as bro
 only an error when it is asked for.
 
 A plug-in's entry point (or ``module:attr``) names either an estimator object (it has
-``estimate``), or a factory (a class or function) called with the
-:class:`~commopt.estimators.options.EstimatorOptions` as ``options=`` when it has a parameter
-of that name, as its first argument when it requires one, else with no argument.
+``estimate``), or a factory (a class or function) called with one argument, the
+:class:`~commopt.estimators.options.EstimatorOptions`. Names are kept in a
+:class:`commopt.plugins.Registry`, like the passes.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import inspect
 from dataclasses import replace
 from typing import Any
 
-from commopt.errors import OptionError, suggest
+from commopt.errors import OptionError
 from commopt.estimators.base import Estimator, EstimatorChain, EstimatorError
 from commopt.estimators.options import EstimatorOptions
-from commopt.plugins import BUILTIN_SOURCE, PluginEntry, import_target
+from commopt.plugins import PluginEntry, PluginError, Registry
 from commopt.plugins import discover as discover_plugins
 
 ENTRY_POINT_GROUP = "commopt.estimators"
@@ -39,44 +39,45 @@ BUILTINS: dict[str, str] = {
 EstimatorInfo = PluginEntry
 
 
+def _estimator_or_factory(name: str, obj: Any) -> Any:
+    """``obj`` when it is an estimator (has ``estimate``) or a factory (callable); TypeError
+    otherwise."""
+    if not callable(getattr(obj, "estimate", None)) and not callable(obj):
+        raise TypeError(f"{obj!r} is neither an estimator (no estimate method) nor a factory")
+    return obj
+
+
+def registry(entry_points: Any = None) -> Registry[Any]:
+    """The estimators: built-ins, then entry-point plug-ins sorted by name (nothing is
+    imported until used; see :func:`commopt.plugins.discover`)."""
+    entries = discover_plugins(ENTRY_POINT_GROUP, BUILTINS, entry_points)
+    return Registry("estimator", entries, _estimator_or_factory, field="--estimator")
+
+
 def discover() -> dict[str, EstimatorInfo]:
-    """Every estimator name: built-ins, then entry-point plug-ins sorted by name (nothing is
-    imported; see :func:`commopt.plugins.discover`)."""
-    return discover_plugins(ENTRY_POINT_GROUP, BUILTINS)
+    """Every estimator name and where it comes from (nothing is imported)."""
+    return registry().entries
 
 
 def list_estimators() -> list[EstimatorInfo]:
     """Every known estimator with its status; plug-ins are imported to find broken ones."""
-    out = []
-    for _name, info in sorted(discover().items()):
-        if info.error is None and info.source != BUILTIN_SOURCE:
-            try:
-                import_target(info.target)
-            except Exception as exc:  # a broken plug-in must not break the listing
-                info = replace(info, error=f"failed to import: {type(exc).__name__}: {exc}")
-        out.append(info)
-    return out
+    reg = registry()
+    broken = {b.name: b for b in reg.check_all()}
+    return [broken.get(name, info) for name, info in reg.entries.items()]
 
 
 def _instantiate(obj: Any, options: EstimatorOptions, label: str) -> Estimator:
-    if hasattr(obj, "estimate") and not inspect.isclass(obj):
+    """The estimator ``obj`` is, or the one its factory makes: ``factory(options)`` with the
+    :class:`EstimatorOptions` (one rule, no guessing at signatures)."""
+    if callable(getattr(obj, "estimate", None)) and not inspect.isclass(obj):
         est = obj
-    elif callable(obj):
-        try:
-            params = inspect.signature(obj).parameters
-        except (TypeError, ValueError):
-            params = {}
-        required = [p for p in params.values() if p.default is inspect.Parameter.empty
-                    and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        if "options" in params:
-            est = obj(options=options)
-        elif required:
-            est = obj(options)
-        else:
-            est = obj()
     else:
-        raise EstimatorError(f"estimator {label!r} is neither an estimator nor a factory", field="--estimator")
-    if not hasattr(est, "estimate") or not callable(est.estimate):
+        try:
+            est = obj(options)
+        except Exception as exc:  # a plug-in's constructor may fail any way: name it
+            raise PluginError(f"estimator {label!r}: its factory failed: {type(exc).__name__}: {exc}",
+                              field="--estimator") from None
+    if not callable(getattr(est, "estimate", None)):
         raise EstimatorError(f"estimator {label!r} has no estimate(node, graph) method", field="--estimator")
     if not getattr(est, "name", None):
         try:
@@ -86,27 +87,10 @@ def _instantiate(obj: Any, options: EstimatorOptions, label: str) -> Estimator:
     return est
 
 
-def load_one(name: str, options: EstimatorOptions, known: dict[str, EstimatorInfo] | None = None) -> Estimator:
-    """Build the estimator ``name`` (a known name or ``module:attr``)."""
-    if ":" in name:
-        try:
-            obj = import_target(name)
-        except Exception as exc:
-            raise OptionError(f"cannot load estimator {name!r}: {type(exc).__name__}: {exc}",
-                              field="--estimator") from None
-        return _instantiate(obj, options, name)
-    known = discover() if known is None else known
-    info = known.get(name)
-    if info is None:
-        raise OptionError(f"unknown estimator {name!r}{suggest(name, sorted(known))}; known: "
-                          f"{', '.join(sorted(known))}", field="--estimator")
-    if info.error is not None:
-        raise OptionError(f"estimator {name!r}: {info.error}", field="--estimator")
-    try:
-        obj = import_target(info.target)
-    except Exception as exc:
-        raise OptionError(f"estimator {name!r} ({info.source}) failed to import: "
-                          f"{type(exc).__name__}: {exc}", field="--estimator") from None
+def load_one(name: str, options: EstimatorOptions, known: Registry[Any] | None = None) -> Estimator:
+    """Build the estimator ``name`` (a registered name or ``module:attr``)."""
+    reg = registry() if known is None else known
+    obj = reg.load_target(name) if ":" in name else reg.load(name)
     return _instantiate(obj, options, name)
 
 
@@ -122,7 +106,7 @@ def resolve(spec: str | None = None, options: EstimatorOptions | None = None, **
     names = [s.strip() for s in spec.split(",") if s.strip()]
     if not names:
         raise OptionError("empty estimator spec", field="--estimator")
-    known = discover()
+    known = registry()
     chain = [load_one(n, options, known) for n in names]
     if chain[-1].name != "analytical":
         chain.append(load_one("analytical", options, known))

@@ -9,13 +9,15 @@ stop anything else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
-from commopt.errors import CommoptError, OptionError, suggest
+from commopt.errors import OptionError, suggest
 from commopt.passes.base import Pass
-from commopt.plugins import PluginEntry, import_target
+from commopt.plugins import PluginEntry, PluginError, Registry
 from commopt.plugins import discover as discover_plugins
+
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "PassRegistry", "PluginError", "discover", "get_registry",
+           "parse_pipeline"]
 
 ENTRY_POINT_GROUP = "commopt.passes"
 
@@ -28,53 +30,12 @@ BUILTIN: dict[str, str] = {
 }
 
 
-class PluginError(CommoptError):
-    """A pass plug-in is broken or clashes with another pass."""
-
-
-@dataclass(frozen=True)
-class BrokenPass:
-    """A plug-in that could not be loaded, and why."""
-
-    name: str
-    source: str
-    error: str
-
-
-class PassRegistry:
-    """The registered passes; :func:`get_registry` returns the process-wide one."""
+class PassRegistry(Registry[type[Pass]]):
+    """The registered passes (a :class:`~commopt.plugins.Registry` of pass classes);
+    :func:`get_registry` returns the process-wide one."""
 
     def __init__(self, entries: dict[str, PluginEntry]) -> None:
-        self.entries = dict(sorted(entries.items()))
-        self._loaded: dict[str, type[Pass]] = {}
-        self._broken: dict[str, BrokenPass] = {}
-
-    def names(self) -> list[str]:
-        """Registered pass names, sorted."""
-        return list(self.entries)
-
-    def load(self, name: str) -> type[Pass]:
-        """The pass class called ``name``; OptionError (with a suggestion) if unknown,
-        PluginError if its plug-in is broken."""
-        if name not in self.entries:
-            raise OptionError(f"no pass {name!r}{suggest(name, self.names())}; "
-                              f"known: {', '.join(self.names())}", field="passes")
-        if name in self._loaded:
-            return self._loaded[name]
-        entry = self.entries[name]
-        if entry.broken:  # claimed twice: unusable, but the other passes are not affected
-            self._broken[name] = BrokenPass(name, entry.source, entry.error)
-            raise PluginError(f"pass {name!r} is broken: {entry.error}", field="passes")
-        try:
-            cls = import_target(entry.target)
-            _validate(name, cls)
-        except Exception as exc:  # a plug-in may fail any way; report it, do not crash
-            broken = BrokenPass(name, entry.source, f"{type(exc).__name__}: {exc}")
-            self._broken[name] = broken
-            raise PluginError(f"pass {name!r} from {entry.source} is broken: {broken.error}",
-                              field="passes") from None
-        self._loaded[name] = cls
-        return cls
+        super().__init__("pass", entries, _validate, field="passes")
 
     def create(self, name: str, **options) -> Pass:
         """An instance of the pass ``name`` with ``options`` as its fields."""
@@ -84,21 +45,14 @@ class PassRegistry:
         except TypeError as exc:
             raise OptionError(f"bad options for pass {name!r}: {exc}", field="passes") from None
 
-    def check_all(self) -> list[BrokenPass]:
-        """Load every pass; the broken ones (they stay registered but unusable)."""
-        for name in self.entries:
-            try:
-                self.load(name)
-            except PluginError:
-                pass
-        return [self._broken[n] for n in sorted(self._broken)]
 
-
-def _validate(name: str, cls: object) -> None:
+def _validate(name: str, cls: object) -> type[Pass]:
+    """``cls`` when it is a Pass subclass named ``name``; TypeError/ValueError otherwise."""
     if not (isinstance(cls, type) and issubclass(cls, Pass)):
         raise TypeError(f"{cls!r} is not a subclass of commopt.passes.base.Pass")
     if cls.name != name:
         raise ValueError(f"class {cls.__name__} is named {cls.name!r}, registered as {name!r}")
+    return cls
 
 
 def discover(entry_points=None) -> PassRegistry:

@@ -28,12 +28,18 @@ class Fixed:
 
     name = "fixed"
 
+    def __init__(self, options=None):  # an estimator factory takes the EstimatorOptions
+        self.options = options
+
     def estimate(self, node, graph):
         return 7.0 if node.kind.label == "compute" else None
 
 
 class Broken:
     name = "broken"
+
+    def __init__(self, options=None):  # an estimator factory takes the EstimatorOptions
+        self.options = options
 
     def estimate(self, node, graph):
         raise KeyError("boom")
