@@ -19,6 +19,9 @@ class FailsOnAllReduce:
 
     name = "fails-on-all-reduce"
 
+    def __init__(self, options=None):  # an estimator factory takes the EstimatorOptions
+        self.options = options
+
     def estimate(self, node, graph):
         if node.collective is not None and node.collective.type == "all_reduce":
             raise RuntimeError("no model for all_reduce")
