@@ -26,15 +26,22 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
                groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str) -> None:
     """Check that REORDERED (any tool's) keeps every invariant of ORIGINAL; exit 1 if not.
 
-    Nodes are matched by name; missing, extra and changed nodes are reported too.
+    A reorder may change the order only. Nodes are matched by name; missing, extra and
+    changed nodes are reported too: every attribute of a node (op, arguments, outputs'
+    dtypes and shapes, collective, waits, aliases, writes, role) and the process groups and
+    world size must be the same (docs/design.md, "What verify compares").
     """
     from commopt.errors import CheckFailed
-    from commopt.invariants import verify_reordered
+    from commopt.invariants import content_from_json, verify_reordered
+    from commopt.ir.graph import Graph
     from commopt.schemas.verify import VerifyReport, ViolationModel
 
     g0 = load_graph_for_cli(original, groups_file, mesh, world_size)
     g1 = _load_reordered(reordered, groups_file, mesh, world_size)
-    violations = verify_reordered(g0, g1, allow_cross_group_reorder=allow_cross_group_reorder)
+    content = None
+    if not isinstance(g1, Graph):
+        content = content_from_json(reordered, g0, groups=groups_file, mesh=mesh, world_size=world_size)
+    violations = verify_reordered(g0, g1, content=content, allow_cross_group_reorder=allow_cross_group_reorder)
     report = VerifyReport(
         original=original, reordered=reordered, nodes=len(g0), ok=not violations,
         allow_cross_group_reorder=allow_cross_group_reorder,

@@ -9,10 +9,13 @@ Every check is linear in nodes plus edges: positions are looked up in one array.
 
 from __future__ import annotations
 
+import inspect
+import math
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 
-from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.graph import Graph, NodeKind, Ref
 
 #: What each invariant number means, for messages and reports.
 INVARIANTS: dict[int, str] = {
@@ -191,32 +194,64 @@ def _check_no_write_in_flight(graph: Graph, pos: list[int]) -> list[Violation]:
     return out
 
 
+#: Node fields :func:`verify_reordered` does not compare, and why. Every other field of
+#: :class:`~commopt.ir.graph.Node` (and, inside it, of TensorMeta, CollectiveInfo, Symbol) is
+#: compared, so a field added to the IR is checked unless it is listed here.
+NODE_FIELDS_NOT_COMPARED: dict[str, str] = {
+    "index": "the node's position in its file: what a reorder changes",
+    "name": "the key nodes are matched by",
+    "duration_us": "a cost estimate or measurement, not part of what the node computes",
+}
+
+#: Graph attributes (:class:`~commopt.ir.graph.Graph` constructor parameters) not compared,
+#: and why; every other one (process groups, world size, mesh) is.
+GRAPH_FIELDS_NOT_COMPARED: dict[str, str] = {
+    "nodes": "compared node by node, matched by name",
+    "name": "the graph's label (the file name)",
+    "source_format": "the file format (.json or .pt2), not what runs",
+    "source_path": "where the file lies",
+    "meta": "the loader's notes (warnings, unproven group sizes)",
+    "payload": "the file's own object (ExportedProgram or JSON document), compared through the nodes",
+}
+
+#: Node fields holding node indices: compared as the names of those nodes (an unordered set
+#: for ``inputs`` and ``mutates``, whose order follows the arguments, compared themselves).
+_INDEX_FIELDS = {"inputs": "set", "mutates": "set", "wait_of": "one", "alias_of": "one"}
+
+
 def verify_reordered(
-    original: Graph, reordered: Graph | Sequence[NodeEntry], *, allow_cross_group_reorder: bool = False
+    original: Graph, reordered: Graph | Sequence[NodeEntry], *, content: Graph | None = None,
+    allow_cross_group_reorder: bool = False,
 ) -> list[Violation]:
     """Violations of a reordered graph (any tool's) with respect to its original.
 
     A reorder may change the order of the nodes and nothing else. ``reordered`` is a Graph
     or its nodes as :class:`NodeEntry` in file order (see :func:`entries_from_json`, for
-    files a loader rejects because they do not run in order). Nodes are matched by name.
+    files a loader rejects because they do not run in order); with entries, ``content`` is
+    the same file's nodes loaded in another order (:func:`content_from_json`), or None when
+    even that fails and only kind, op and inputs can be compared. Nodes are matched by name.
+
     Invariant 0 covers nodes missing from or added to ``reordered`` and every change to what
-    a matched node computes: kind, operation, inputs and, for a Graph, its arguments, the
-    dtypes and shapes it produces, its collective (type, group, reduce op, bytes), what it
-    waits for, aliases or writes, and the process groups and world size the graph runs on.
-    The order of the matched nodes is then checked with :func:`check_order` against the
-    original's edges.
+    a matched node computes: every :class:`~commopt.ir.graph.Node` field except
+    :data:`NODE_FIELDS_NOT_COMPARED` (kind, op, inputs, args and kwargs with their constants
+    and symbols, output dtype/shape/max_shape/logical shape/placements, the collective's
+    type/group/reduce op/bytes/coalesced/in-place, wait_of, alias_of, mutates, side effect,
+    attrs such as an input's role), one line per node naming its first changed field with both
+    values; and every graph attribute except :data:`GRAPH_FIELDS_NOT_COMPARED` (process groups
+    with their names, sizes, ranks and mesh dims; world size; mesh). The order of the matched
+    nodes is then checked with :func:`check_order` against the original's edges.
     """
     if isinstance(reordered, Graph):
         entries = [NodeEntry(n.name, n.kind.label, n.op, tuple(reordered.nodes[j].name for j in n.inputs))
                    for n in reordered.nodes]
-        out = _graph_changes(original, reordered)
+        content = reordered
     else:
         entries = list(reordered)
-        out = []
+    out = _graph_changes(original, content) if content is not None else []
     index_of = original.index_of
     order: list[int] = []
     seen: set[str] = set()
-    for k, e in enumerate(entries):
+    for e in entries:
         i = index_of.get(e.name)
         if i is None:
             out.append(Violation(0, f"{e.name!r} is not in the original graph", (e.name,)))
@@ -227,68 +262,156 @@ def verify_reordered(
         seen.add(e.name)
         order.append(i)
         orig = original.nodes[i]
-        if e.op != orig.op or e.kind != orig.kind.label:
-            out.append(Violation(0, f"{e.name!r} changed from {orig.kind.label} {orig.op} to "
-                                 f"{e.kind} {e.op}", (e.name,)))
-            continue
-        ins = sorted(e.inputs)
-        orig_ins = sorted(original.nodes[j].name for j in orig.inputs)
-        if ins != orig_ins:
-            out.append(Violation(0, f"{e.name!r} reads {ins}, the original reads {orig_ins}", (e.name,)))
-            continue
-        if isinstance(reordered, Graph):
-            out.extend(_node_changes(original, orig, reordered, reordered.nodes[k]))
+        j = content.index_of.get(e.name) if content is not None else None
+        if j is not None:
+            diff = node_difference(original, orig, content, content.nodes[j])
+        else:
+            diff = _entry_difference(original, orig, e)
+        if diff is not None:
+            path, before, after = diff
+            out.append(Violation(0, f"{e.name!r} changed its {path}: {_show(before)} -> {_show(after)}",
+                                 (e.name,)))
     return out + check_order(original, order, allow_cross_group_reorder=allow_cross_group_reorder)
 
 
+def _entry_difference(g0: Graph, a, e: NodeEntry) -> tuple[str, object, object] | None:
+    """The first difference between a node and a bare file entry (kind, op, inputs)."""
+    if e.kind != a.kind.label:
+        return "kind", a.kind.label, e.kind
+    if e.op != a.op:
+        return "op", a.op, e.op
+    ins, orig_ins = sorted(e.inputs), sorted(g0.nodes[j].name for j in a.inputs)
+    if ins != orig_ins:
+        return "inputs", orig_ins, ins
+    return None
+
+
+def node_difference(g0: Graph, a, g1: Graph, b) -> tuple[str, object, object] | None:
+    """The first field in which node ``a`` of ``g0`` and node ``b`` of ``g1`` differ in what
+    they compute, as (field path, value in ``g0``, value in ``g1``), or None.
+
+    Fields are taken from the Node dataclass (all but :data:`NODE_FIELDS_NOT_COMPARED`), in
+    declaration order; node references are compared by name.
+    """
+    for f in fields(a):
+        name = f.name
+        if name in NODE_FIELDS_NOT_COMPARED:
+            continue
+        x, y = getattr(a, name), getattr(b, name)
+        how = _INDEX_FIELDS.get(name)
+        if how == "set":
+            x, y = sorted(g0.nodes[k].name for k in x), sorted(g1.nodes[k].name for k in y)
+            if x != y:
+                return name, x, y
+            continue
+        if how == "one":
+            x, y = _name(g0, x), _name(g1, y)
+        else:
+            x, y = _portable(g0, x), _portable(g1, y)
+        diff = first_difference(x, y, name)
+        if diff is not None:
+            return diff
+    return None
+
+
 def _graph_changes(original: Graph, reordered: Graph) -> list[Violation]:
-    """World size and process groups: a reorder runs on the same ranks."""
+    """Graph attributes a reorder keeps (process groups, world size, mesh): one line each."""
     out = []
-    if original.world_size != reordered.world_size:
-        out.append(Violation(0, f"the world size changed from {original.world_size} to "
-                             f"{reordered.world_size}", ()))
-    for name in sorted(set(original.groups) | set(reordered.groups)):
-        a, b = original.groups.get(name), reordered.groups.get(name)
-        if a is None or b is None:
-            continue  # a group no collective uses; collectives' groups are compared per node
-        if a.size != b.size or (a.ranks is not None and b.ranks is not None and a.ranks != b.ranks):
-            out.append(Violation(0, f"process group {name!r} changed from {_group_text(a)} to "
-                                 f"{_group_text(b)}", ()))
+    for name in inspect.signature(Graph.__init__).parameters:
+        if name == "self" or name in GRAPH_FIELDS_NOT_COMPARED:
+            continue
+        a, b = getattr(original, name), getattr(reordered, name)
+        if name == "groups":
+            for g in sorted(set(a) | set(b)):
+                if g not in b:
+                    out.append(Violation(0, f"process group {g!r} is not in the reordered graph", ()))
+                elif g not in a:
+                    out.append(Violation(0, f"process group {g!r} is not in the original graph", ()))
+                else:
+                    diff = first_difference(a[g], b[g], "")
+                    if diff is not None:
+                        path, x, y = diff
+                        out.append(Violation(0, f"process group {g!r} changed its {path.lstrip('.')}: "
+                                             f"{_show(x)} -> {_show(y)}", ()))
+            continue
+        diff = first_difference(a, b, name)
+        if diff is not None:
+            path, x, y = diff
+            out.append(Violation(0, f"the graph changed its {path}: {_show(x)} -> {_show(y)}", ()))
     return out
 
 
-def _group_text(group) -> str:
-    return f"{group.size} ranks" + (f" {list(group.ranks)}" if group.ranks is not None else "")
+_ABSENT = type("_Absent", (), {"__repr__": lambda self: "(absent)"})()
 
 
-def _node_changes(g0: Graph, a, g1: Graph, b) -> list[Violation]:
-    """What differs between two nodes of the same name in what they compute."""
-    facts = {
-        "arguments": (_portable(g0, a.args), _portable(g1, b.args)),
-        "keyword arguments": (_portable(g0, a.kwargs), _portable(g1, b.kwargs)),
-        "outputs (dtype, shape)": ([(t.dtype, t.shape, t.max_shape) for t in a.outputs],
-                                   [(t.dtype, t.shape, t.max_shape) for t in b.outputs]),
-        "collective": (a.collective, b.collective),
-        "collective it waits for": (_name(g0, a.wait_of), _name(g1, b.wait_of)),
-        "storage it aliases": (_name(g0, a.alias_of), _name(g1, b.alias_of)),
-        "inputs it writes": (sorted(g0.nodes[j].name for j in a.mutates),
-                             sorted(g1.nodes[j].name for j in b.mutates)),
-        "side effect": (a.side_effect, b.side_effect),
-    }
-    return [Violation(0, f"{a.name!r} changed its {what}: {before} -> {after}", (a.name,))
-            for what, (before, after) in facts.items() if before != after]
+def first_difference(a, b, path: str) -> tuple[str, object, object] | None:
+    """The first place two values differ, as (path, value in ``a``, value in ``b``), or None.
+
+    Dataclasses are compared field by field (declaration order), dicts key by key (sorted),
+    lists and tuples element by element (a tuple equals the list of its items: JSON has no
+    tuples), anything else by type and value (``1``, ``1.0`` and ``True`` differ; NaN
+    equals NaN).
+    """
+    if is_dataclass(a) and not isinstance(a, type) and type(a) is type(b):
+        for f in fields(a):
+            d = first_difference(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
+            if d is not None:
+                return d
+        return None
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=repr):
+            d = first_difference(a.get(k, _ABSENT), b.get(k, _ABSENT), f"{path}[{k!r}]")
+            if d is not None:
+                return d
+        return None
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            return path, a, b
+        for k, (x, y) in enumerate(zip(a, b, strict=True)):
+            d = first_difference(x, y, f"{path}[{k}]")
+            if d is not None:
+                return d
+        return None
+    if type(a) is not type(b):  # 1 and 1.0 or True differ in what an op computes
+        return path, a, b
+    if a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)):
+        return None
+    return path, a, b
+
+
+def _show(value, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _name(graph: Graph, index: int | None) -> str | None:
     return None if index is None else graph.nodes[index].name
 
 
-def _portable(graph: Graph, value):
-    """``value`` with node references as names, so two graphs' arguments compare."""
-    from commopt.ir.graph import Ref
+class _NodeName:
+    """A node reference by name, so two graphs' arguments compare; shown as in JSON."""
 
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _NodeName) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"{{'ref': {self.name!r}}}"
+
+
+def _portable(graph: Graph, value):
+    """``value`` with node references as names and kinds as labels, so two graphs compare."""
     if isinstance(value, Ref):
-        return ("ref", graph.nodes[value.index].name)
+        return _NodeName(graph.nodes[value.index].name)
+    if isinstance(value, NodeKind):
+        return value.label
     if isinstance(value, dict):
         return {k: _portable(graph, v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -328,6 +451,46 @@ def entries_from_json(path: str) -> list[NodeEntry]:
         out.append(NodeEntry(nd["name"], str(nd.get("kind", "")), str(nd.get("op", "")),
                              tuple(dict.fromkeys(str(r) for r in refs))))
     return out
+
+
+def content_from_json(path: str, original: Graph, *, groups: str | None = None,
+                      mesh: str | None = None, world_size: int | None = None) -> Graph | None:
+    """A JSON graph file whose own order does not run, loaded with its nodes put in the
+    original's order, so :func:`verify_reordered` can compare every attribute of its nodes
+    (its ``content``).
+
+    When it does not load in that order either: if the file names exactly the original's
+    nodes, the loader's :class:`~commopt.errors.GraphError` is raised (the file is broken
+    beyond its order: a bad field, not a reorder); otherwise None is returned, the missing or
+    extra nodes are the violations, and only kind, op and inputs are compared.
+    """
+    from pathlib import Path
+
+    from commopt.errors import GraphError
+    from commopt.io import load_graph
+    from commopt.io.json_graph import graph_from_document, read_json_file
+
+    raw = read_json_file(Path(path))
+    nodes = raw.get("nodes") if isinstance(raw, dict) else None
+    if not isinstance(nodes, list):
+        return None
+    names = [nd["name"] if isinstance(nd, dict) and isinstance(nd.get("name"), str) else None
+             for nd in nodes]
+    rank = original.index_of
+    last = len(original.nodes)
+    perm = sorted(range(len(nodes)), key=lambda k: rank.get(names[k], last) if names[k] is not None else last)
+    doc = dict(raw)
+    doc["nodes"] = [nodes[k] for k in perm]
+    try:
+        graph = graph_from_document(doc, file=str(path))
+        return load_graph(graph, groups=groups, mesh=mesh, world_size=world_size)
+    except GraphError as exc:
+        if None in names or sorted(names) != sorted(rank):
+            return None
+        m = re.match(r"\$\.nodes\[(\d+)\]", exc.field or "")
+        if m and int(m.group(1)) < len(perm):  # the position in the file, not in the sorted copy
+            exc.field = f"$.nodes[{perm[int(m.group(1))]}]{exc.field[m.end():]}"
+        raise
 
 
 def _collect_refs(value, out: list) -> None:

@@ -137,3 +137,78 @@ def test_verify_reordered_matches_by_name_and_reports_missing_and_extra():
     assert (0, ("v1",)) in summary  # missing
     assert (2, ("c1", "c2")) in summary
     assert all(v.invariant != 2 for v in verify_reordered(g, other, allow_cross_group_reorder=True))
+
+
+def _changed_node_fields():
+    """A different value for every Node field verify compares, on node 'y' of the two-group graph."""
+    from commopt.ir.graph import CollectiveInfo, NodeKind, TensorMeta
+
+    g = _two_group_graph()
+    i = g.index_of
+    return g, {
+        "kind": NodeKind.VIEW,
+        "op": "aten.neg.default",
+        "inputs": (i["c2"],),
+        "outputs": (TensorMeta("float16", (4, 8)),),
+        "args": ("x",),
+        "kwargs": {"alpha": 1},
+        "collective": CollectiveInfo("all_reduce", "a", "sum"),
+        "wait_of": i["c1"],
+        "alias_of": i["x"],
+        "mutates": (i["x"],),
+        "side_effect": True,
+        "attrs": {"role": "parameter"},
+    }
+
+
+def test_verify_compares_every_node_field_but_the_listed_ones():
+    """A field added to Node is compared unless listed in NODE_FIELDS_NOT_COMPARED (this test
+    then fails until it gets a changed value here, so the choice is explicit)."""
+    from dataclasses import fields, replace
+
+    from commopt.invariants import NODE_FIELDS_NOT_COMPARED, node_difference
+    from commopt.ir.graph import Node
+
+    g, changes = _changed_node_fields()
+    assert set(changes) == {f.name for f in fields(Node)} - set(NODE_FIELDS_NOT_COMPARED)
+    y = g.node("y")
+    for name, value in changes.items():
+        diff = node_difference(g, y, g, replace(y, **{name: value}))
+        assert diff is not None and diff[0].split("[")[0].split(".")[0] == name, (name, diff)
+    assert node_difference(g, y, g, replace(y, index=0, duration_us=12.5)) is None
+
+
+def test_verify_compares_every_graph_attribute_but_the_listed_ones():
+    import inspect
+
+    from commopt.invariants import GRAPH_FIELDS_NOT_COMPARED
+    from commopt.ir.graph import Graph
+
+    params = set(inspect.signature(Graph.__init__).parameters) - {"self"}
+    assert set(GRAPH_FIELDS_NOT_COMPARED) <= params
+    assert params - set(GRAPH_FIELDS_NOT_COMPARED) == {"groups", "world_size", "mesh"}
+
+
+def test_a_changed_process_group_is_reported_by_field():
+    from commopt.invariants import verify_reordered
+    from commopt.ir.graph import ProcessGroup
+
+    g = _two_group_graph()
+    other = _two_group_graph()
+    other.groups["b"] = ProcessGroup("b", 2, (1, 0))
+    other.world_size = 4
+    assert [v.message for v in verify_reordered(g, other)] == [
+        "process group 'b' changed its ranks[0]: 0 -> 1",
+        "the graph changed its world_size: 2 -> 4",
+    ]
+
+
+def test_first_difference_compares_type_and_value():
+    import math
+
+    from commopt.invariants import first_difference
+
+    assert first_difference((1, [2.0, math.nan]), [1, (2.0, math.nan)], "v") is None
+    assert first_difference([1], [True], "v") == ("v[0]", 1, True)
+    assert first_difference({"a": 1.0}, {"a": 1}, "kw") == ("kw['a']", 1.0, 1)
+    assert first_difference([1, 2], [1, 2, 3], "s") == ("s", [1, 2], [1, 2, 3])

@@ -4,7 +4,9 @@ It trusts nothing in the plan: lifetimes and sizes are recomputed here from the 
 code separate from the planner's (:mod:`commopt.buffers.lifetimes`), so a planner bug shows up
 as a problem instead of being repeated. Checked: the digest, the order the plan was made
 for, alignment, buffers outside their arena, buffers missing from the plan or unknown to the
-graph, sizes and lifetimes shorter than needed, zero-copy claims that cannot hold, totals, each
+graph, what each buffer holds (its node, collective type, role, tensor index, value,
+producer, dtype, shape, max shape and local bytes, field by field) and each arena's group
+size, sizes and lifetimes shorter than needed, zero-copy claims that cannot hold, totals, each
 arena's lower bound and per-call-site figures, and every pair of buffers live at the same
 time that overlap in memory.
 """
@@ -21,6 +23,14 @@ from commopt.ir.args import iter_refs
 from commopt.ir.graph import Graph, NodeKind
 from commopt.schemas.buffer_plan import BufferPlan, PlannedBuffer
 
+#: PlannedBuffer fields that describe what the graph holds: recomputed from the graph and
+#: compared exactly. The others are the planner's placement (checked against the graph's
+#: needs: offset and size against alignment, arena and overlaps, size at least the padded
+#: size, lifetime covering the needed one, zero-copy only where it can hold) or the key.
+EXACT_FIELDS = ("node", "collective_type", "role", "tensor_index", "value", "producer", "dtype",
+                "shape", "max_shape", "local_bytes")
+PLACEMENT_FIELDS = ("name", "offset_bytes", "size_bytes", "padded_bytes", "first", "last", "zero_copy")
+
 
 @dataclass(frozen=True, slots=True)
 class _Expected:
@@ -31,6 +41,7 @@ class _Expected:
     value_root_is_input: bool
     value_is_view: bool
     value_last_use: int
+    exact: dict  # EXACT_FIELDS -> the value the graph gives
 
 
 def validate_plan(graph: Graph, order: Sequence[int] | None, plan: BufferPlan) -> list[str]:
@@ -77,6 +88,13 @@ def validate_plan(graph: Graph, order: Sequence[int] | None, plan: BufferPlan) -
     for name in expected:
         if name not in seen:
             problems.append(f"buffer {name!r} (group {expected[name].group!r}) is missing from the plan")
+    for arena in plan.groups:
+        pg = graph.groups.get(arena.group)
+        if pg is None:
+            problems.append(f"group {arena.group!r}: no such process group in the graph")
+        elif arena.group_size != pg.size:
+            problems.append(f"group {arena.group!r}: field group_size is {arena.group_size}, the graph's "
+                            f"group has {pg.size} ranks")
     problems.extend(_totals_problems(plan))
     for arena in plan.groups:
         problems.extend(_bound_problems(arena))
@@ -89,6 +107,10 @@ def _compare(where: str, group: str, buf: PlannedBuffer, exp: _Expected) -> list
     out: list[str] = []
     if exp.group != group:
         out.append(f"{where}: belongs to group {exp.group!r}")
+    for name in EXACT_FIELDS:
+        have, want = getattr(buf, name), exp.exact[name]
+        if have != want:
+            out.append(f"{where}: field {name} is {have!r}, the graph gives {want!r}")
     if buf.padded_bytes != exp.padded_bytes or buf.size_bytes < exp.padded_bytes:
         out.append(f"{where}: size mismatch: the graph needs {exp.padded_bytes} bytes (padded), the "
                    f"plan says {buf.padded_bytes} padded in {buf.size_bytes} reserved")
@@ -213,9 +235,12 @@ def _expected_buffers(graph: Graph, order: Sequence[int], types: set[str] | None
                 croot, _ = tensor(c)
                 last = max(done, last_touch(root, ti), last_touch(croot, k if len(node.outputs) > 1 else 0))
             role = "inout" if info.in_place else "in"
+            meta = nodes[i].outputs[0]
             out[f"{node.name}:{role}{k}"] = _Expected(
-                info.group, nodes[i].outputs[0].padded_nbytes, first, last,
+                info.group, meta.padded_nbytes, first, last,
                 root_is_input, i != root, last_touch(root, ti),
+                _exact(node.name, info.type, "inout" if info.in_place else "input", k,
+                       nodes[i].name, nodes[root].name, meta),
             )
         if info.in_place:
             continue
@@ -223,6 +248,16 @@ def _expected_buffers(graph: Graph, order: Sequence[int], types: set[str] | None
             ti = k if len(node.outputs) > 1 else 0
             out[f"{node.name}:out{k}"] = _Expected(
                 info.group, meta.padded_nbytes, pos[c], max(done, last_touch(c, ti)),
-                False, False, -1,
+                False, False, -1, _exact(node.name, info.type, "output", k, node.name, None, meta),
             )
     return out
+
+
+def _exact(node: str, ctype: str, role: str, k: int, value: str, producer: str | None, meta) -> dict:
+    """What a buffer's :data:`EXACT_FIELDS` must hold, from the graph."""
+    return {
+        "node": node, "collective_type": ctype, "role": role, "tensor_index": k, "value": value,
+        "producer": producer, "dtype": meta.dtype, "shape": list(meta.shape),
+        "max_shape": list(meta.max_shape) if meta.max_shape is not None else None,
+        "local_bytes": meta.nbytes,
+    }

@@ -424,9 +424,14 @@ def reordered_program(graph: Graph, order: list[int] | None = None) -> Any:
     for i in new_order:
         old = fx_nodes[i]
         try:
-            env[old] = new_graph.node_copy(old, lambda x: env[x])
+            new = env[old] = new_graph.node_copy(old, lambda x: env[x])
         except KeyError as exc:
             raise ValueError(f"order lists {old.name!r} before its input {exc.args[0]}") from None
+        # node_copy sanitizes names that are not Python identifiers ('my-mm' -> 'my_mm',
+        # 'class' -> 'class_1'); keep the original so the archive names its nodes as the input
+        # did (verify, the buffer plan and the runner match nodes by name). Originals are
+        # unique, and codegen picks its own variable names.
+        new.name = old.name
     new_graph.lint()
     gm = torch.fx.GraphModule(ep.graph_module, new_graph)
     gm.meta.update(ep.graph_module.meta)
