@@ -3,16 +3,74 @@
 Payload goes to stdout (:attr:`App.out`), diagnostics and progress to stderr (:attr:`App.err`,
 :meth:`App.info`, :meth:`App.warn`). The configuration is read once per run (:attr:`App.config`)
 and every command layers its flags over it.
+
+Names in the output come from input files (graph, node, group and file names), so nothing
+reaches the terminal as it is: the consoles escape control characters in every piece of text
+they render (:func:`terminal_safe`) and never read markup in it; the few lines that are not
+printed through a console (errors, warnings, JSON) go through :func:`echo`, which escapes
+the same way.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rich.console import Console
+import click
+from rich.console import Console, RenderHook
+from rich.segment import Segment
+
+#: Control characters (C0 but tab and newline, DEL, C1) and surrogates (which only occur
+#: unpaired in a str, e.g. from an undecodable file name): what :func:`terminal_safe` escapes.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_UNSAFE_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str, *, one_line: bool = False) -> str:
+    """``text`` with every control character and lone surrogate written as a visible escape
+    (ESC -> ``\\x1b``, CSI -> ``\\x9b``, a surrogate -> ``\\udcff``).
+
+    A name from an input file could otherwise clear the screen, move the cursor or set the
+    window title, and a surrogate would make the write itself fail. Tabs and newlines are
+    kept unless ``one_line`` (an error line must stay one line).
+    """
+    pattern = _UNSAFE_ONE_LINE if one_line else _UNSAFE
+    return pattern.sub(_escape, text)
+
+
+def echo(text: str, *, err: bool = False, one_line: bool = False) -> None:
+    """``click.echo`` of :func:`terminal_safe` text: for output not printed by a console."""
+    click.echo(terminal_safe(text, one_line=one_line), err=err)
+
+
+class _Escaped:
+    """A renderable whose text segments are :func:`terminal_safe` (control segments, which
+    rich makes itself to move the cursor, are kept)."""
+
+    def __init__(self, renderable) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console, options):
+        for seg in console.render(self.renderable, options):
+            if seg.control or not _UNSAFE.search(seg.text):
+                yield seg
+            else:
+                yield Segment(terminal_safe(seg.text), seg.style, seg.control)
+
+
+class _EscapeHook(RenderHook):
+    """Wraps everything a console prints in :class:`_Escaped`: the one place text is escaped."""
+
+    def process_renderables(self, renderables):
+        return [_Escaped(r) for r in renderables]
 
 if TYPE_CHECKING:
     from commopt.config import Config
@@ -40,14 +98,17 @@ class App:
     def _console(self, stream) -> Console:
         no_color = self.color == "never" or (self.color == "auto" and "NO_COLOR" in os.environ)
         force = True if self.color == "always" else None
-        return Console(
+        console = Console(
             file=stream,
             no_color=no_color,
             force_terminal=force,
             highlight=False,
+            markup=False,
             soft_wrap=True,
             emoji=False,
         )
+        console.push_render_hook(_EscapeHook())
+        return console
 
     @property
     def out(self) -> Console:

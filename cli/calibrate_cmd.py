@@ -6,6 +6,7 @@ import click
 
 from commopt.cli.app import App
 from commopt.cli.options import (
+    check_outputs,
     emit_json,
     format_option,
     pass_app,
@@ -25,6 +26,7 @@ def calibrate_cmd(app: App, trace: str, output: str, steps: str | None, fmt: str
     from commopt.errors import OptionError
     from commopt.estimators.profile import calibrate, write_profile
 
+    check_outputs(None, {"--output": output}, {"TRACE": trace})
     step_list = None
     if steps:
         try:

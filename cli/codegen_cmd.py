@@ -8,6 +8,7 @@ import click
 
 from commopt.cli.app import App
 from commopt.cli.options import (
+    check_outputs,
     emit_json,
     format_option,
     graph_argument,
@@ -52,6 +53,8 @@ def codegen_cmd(app: App, graph: str, plan_file: str | None, no_plan: bool, outp
     if plan_file is not None and no_plan:
         raise OptionError("--plan and --no-plan exclude each other", field="--plan")
     g = load_graph_for_cli(graph, groups_file, mesh, world_size)
+    path = Path(output) if output is not None else Path(runner_filename(g))
+    check_outputs(None, {"--output": path}, {"GRAPH": graph, "--plan": plan_file, "--groups": groups_file})
     order = g.original_order
     if plan_file is not None:
         plan = load_plan(plan_file)
@@ -61,7 +64,6 @@ def codegen_cmd(app: App, graph: str, plan_file: str | None, no_plan: bool, outp
         from commopt.buffers import plan_buffers
 
         plan = plan_buffers(g, order)
-    path = Path(output) if output is not None else Path(runner_filename(g))
     model = write_runner(g, path, order, plan, backend=backend)
     result = CodegenResult(
         graph=g.name, path=str(path), world_size=model.world_size,

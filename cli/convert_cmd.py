@@ -6,6 +6,7 @@ import click
 
 from commopt.cli.app import App
 from commopt.cli.options import (
+    check_outputs,
     group_options,
     load_graph_for_cli,
     pass_app,
@@ -25,6 +26,7 @@ def convert_cmd(app: App, source: str, dest: str, groups_file: str | None, mesh:
 
     if not dest.lower().endswith(".json"):
         raise OptionError("the destination must be a .json file", field="DEST")
+    check_outputs(None, {"DEST": dest}, {"SOURCE": source, "--groups": groups_file})
     g = load_graph_for_cli(source, groups_file, mesh, world_size)
     save_json_graph(g, dest)
     app.info(f"wrote {dest} ({len(g.nodes)} nodes)")

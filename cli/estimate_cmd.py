@@ -63,10 +63,11 @@ def _list_estimators(app: App, fmt: str) -> None:
 
 def _print_report(app: App, report) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     out = app.out
-    out.print(f"[bold]{report.graph}[/bold]: {report.nodes} nodes; estimates from "
-              f"{report.estimator}" + (f" on {report.hardware}" if report.hardware else ""))
+    out.print(Text.assemble((report.graph, "bold"), f": {report.nodes} nodes; estimates from "
+                            f"{report.estimator}" + (f" on {report.hardware}" if report.hardware else "")))
     kinds = Table(title="total by kind (us)", title_justify="left")
     kinds.add_column("kind")
     kinds.add_column("total us", justify="right")

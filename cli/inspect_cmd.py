@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from commopt.cli.app import App
 from commopt.cli.options import (
@@ -32,7 +33,8 @@ def inspect_cmd(app: App, graph: str, groups_file: str | None, mesh: str | None,
         emit_json(app, report)
         return
     out = app.out
-    out.print(f"[bold]{report.name}[/bold] ({report.format}, {report.nodes} nodes, world size {report.world_size or '?'})")
+    out.print(Text.assemble((report.name, "bold"),
+                            f" ({report.format}, {report.nodes} nodes, world size {report.world_size or '?'})"))
     kinds = Table(title="nodes by kind", title_justify="left")
     kinds.add_column("kind")
     kinds.add_column("count", justify="right")

@@ -9,7 +9,7 @@ import traceback
 import click
 
 from commopt._version import __version__
-from commopt.cli.app import App
+from commopt.cli.app import App, echo
 from commopt.errors import CommoptError, ExitCode
 
 #: Command name -> "module:attribute". Modules load only when their command runs, so
@@ -68,7 +68,7 @@ class LazyGroup(click.Group):
         except CommoptError as exc:
             if self.debug:
                 traceback.print_exception(exc)
-            click.echo(f"commopt: error: {exc}", err=True)
+            echo(f"commopt: error: {exc}", err=True, one_line=True)
             sys.exit(int(exc.exit_code))
         except click.exceptions.Abort:
             click.echo("commopt: aborted", err=True)
@@ -79,7 +79,7 @@ class LazyGroup(click.Group):
             if ctx is not None:
                 hint = f" (see '{ctx.command_path} --help')"
             message = " ".join(exc.format_message().split())
-            click.echo(f"commopt: error: {message}{hint}", err=True)
+            echo(f"commopt: error: {message}{hint}", err=True, one_line=True)
             sys.exit(int(ExitCode.USER_ERROR))
         except KeyboardInterrupt:
             click.echo("commopt: interrupted", err=True)

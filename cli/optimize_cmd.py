@@ -6,7 +6,14 @@ import click
 
 from commopt.cli.app import App
 from commopt.cli.estimator_options import estimator_options, options_from_cli
-from commopt.cli.options import emit_json, format_option, graph_argument, group_options, pass_app
+from commopt.cli.options import (
+    align_option,
+    emit_json,
+    format_option,
+    graph_argument,
+    group_options,
+    pass_app,
+)
 from commopt.cli.progress import stage_progress
 
 
@@ -23,8 +30,7 @@ from commopt.cli.progress import stage_progress
 @click.option("--allow-cross-group-reorder/--keep-cross-group-order", default=None,
               help="Let collectives of different process groups change their relative order "
                    "(same-group order is always kept) [default: keep].")
-@click.option("--align", type=click.IntRange(min=1), default=None, metavar="BYTES",
-              help="Buffer-plan offset alignment [default: 512].")
+@align_option
 @click.option("--comm-buffers", default=None, metavar="all|TYPE,...",
               help="Collective types whose buffers are planned [default: all].")
 @click.option("--no-timings", is_flag=True,
@@ -38,8 +44,9 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
                  align: int | None, comm_buffers: str | None, no_timings: bool,
                  groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str, **estimator_values) -> None:
     """Reorder GRAPH so communication overlaps with compute and write, into OUTPUT: the
-    reordered graph (same format), buffer_plan.json, run_NAME.py, report.html, trace.json
-    and summary.json."""
+    reordered graph (same format), buffer_plan.json, run_NAME.py, report.html, trace.json,
+    summary.json and, last, manifest.json (each file's size and SHA-256: the set is complete
+    when it is there)."""
     from commopt.api import optimize
     from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE
 
@@ -70,7 +77,8 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
         (app.warn if note in load_warnings else app.info)(note)
     for path in result.written:
         app.debug(f"wrote {path}")
-    app.info(f"wrote {len(result.written)} files to {output_dir}: {', '.join(s.outputs)}")
+    app.info(f"wrote {len(result.written)} files to {output_dir}: "
+             f"{', '.join(p.name for p in result.written)}")
     if fmt == "json":
         emit_json(app, s)
         return
@@ -79,10 +87,11 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
 
 def _print_text(app: App, s) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     out = app.out
-    out.print(f"[bold]{s.graph}[/bold]: {s.nodes} nodes, {s.collectives} collectives; "
-              f"estimates from {s.estimator}")
+    out.print(Text.assemble((s.graph, "bold"), f": {s.nodes} nodes, {s.collectives} collectives; "
+                            f"estimates from {s.estimator}"))
     if not s.collectives:
         out.print("no collectives: the graph was written unchanged")
         return

@@ -1,14 +1,17 @@
-"""Options shared by several commands, defined once."""
+"""Options shared by several commands, defined once; the output guard and JSON payloads."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+from collections.abc import Iterable
 from typing import Any
 
 import click
 from pydantic import BaseModel
 
-from commopt.cli.app import App
+from commopt.cli.app import App, echo
 
 graph_argument = click.argument("graph", type=click.Path(dir_okay=True, path_type=str))
 
@@ -65,17 +68,73 @@ def load_graph_for_cli(graph: str, groups_file: str | None = None, mesh: str | N
         require_known_group_sizes(g)
     if echo_warnings:
         for w in g.meta.get("load_warnings", []):
-            click.echo(f"warning: {w}", err=True)
+            echo(f"warning: {w}", err=True)
     return g
 
 
+#: Characters JSON may carry raw that a terminal would still act on: DEL and the C1 controls
+#: (JSON escapes C0 itself), and lone surrogates.
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\ud800-\udfff]")
+
+
 def emit_json(app: App, payload: BaseModel | dict[str, Any]) -> None:
-    """Write a JSON payload to stdout (a pydantic model is validated by construction)."""
+    """Write a JSON payload to stdout (a pydantic model is validated by construction).
+
+    Every control character is a ``\\u`` escape, so names from the input cannot act on the
+    terminal; the text parses to the same values (see :func:`commopt.cli.app.terminal_safe`).
+    """
     if isinstance(payload, BaseModel):
-        text = payload.model_dump_json(indent=2)
+        try:
+            text = payload.model_dump_json(indent=2)
+        except ValueError:  # a lone surrogate (an undecodable file name) cannot be UTF-8
+            text = json.dumps(payload.model_dump(mode="json"), indent=2)
     else:
         text = json.dumps(payload, indent=2, sort_keys=False)
-    click.echo(text)
+    click.echo(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
+
+
+def _check_align(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    if value is not None:
+        from commopt.buffers.planner import check_align
+
+        check_align(value)
+    return value
+
+
+align_option = click.option(
+    "--align", type=int, default=None, metavar="BYTES", callback=_check_align,
+    help="Alignment of every buffer offset and size, a power of two up to 2 MiB [default: 512, "
+         "the CUDA caching allocator's block granularity].")
+
+
+def check_outputs(app: App | None, outputs: dict[str, str | os.PathLike[str] | None],
+                  inputs: dict[str, str | os.PathLike[str] | None],
+                  more_inputs: Iterable[tuple[str, Any]] = (), *, step_summary: bool = False) -> None:
+    """Refuse (exit 2, one line naming both) an output that is one of the command's inputs or
+    another of its outputs, before anything is written: the shared output guard
+    (:func:`commopt.outputs.guard_outputs`) as every command calls it.
+
+    ``outputs`` and ``inputs`` map the option or argument name to its path (None: not given);
+    ``more_inputs`` adds (label, path) pairs (e.g. :func:`commopt.outputs.estimator_inputs`).
+    A ``.pt2`` graph's groups sidecar and, with ``app``, the configuration file in effect
+    count as inputs too. With ``step_summary`` (the command appends to ``$GITHUB_STEP_SUMMARY``)
+    that file may not be an input either (it may be one of the outputs: appending is meant).
+    """
+    from commopt.io.groups import sidecar_path
+    from commopt.outputs import guard_outputs
+
+    ins: list[tuple[str, Any]] = []
+    for label, path in [*inputs.items(), *more_inputs]:
+        if path is None:
+            continue
+        ins.append((label, path))
+        if str(path).lower().endswith(".pt2"):
+            ins.append((f"{label} groups sidecar", sidecar_path(path)))
+    if app is not None and app.config.file is not None:
+        ins.append(("configuration file", app.config.file))
+    guard_outputs(list(outputs.items()), ins)
+    if step_summary:
+        guard_outputs([("$GITHUB_STEP_SUMMARY", os.environ.get("GITHUB_STEP_SUMMARY") or None)], ins)
 
 
 pass_app = click.make_pass_decorator(App, ensure=True)

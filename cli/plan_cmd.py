@@ -7,6 +7,8 @@ from rich.table import Table
 
 from commopt.cli.app import App
 from commopt.cli.options import (
+    align_option,
+    check_outputs,
     emit_json,
     format_option,
     graph_argument,
@@ -28,9 +30,7 @@ def _ratio(a: int, b: int) -> str:
 @graph_argument
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="Write the plan (buffer_plan.json format) here.")
-@click.option("--align", type=int, default=None, metavar="BYTES",
-              help="Alignment of every buffer offset and size, a power of two [default: 512, "
-                   "the CUDA caching allocator's block granularity].")
+@align_option
 @click.option("--comm-buffers", "comm_buffers", default=None, metavar="all|TYPE,...",
               help="Collective types that get persistent buffers, e.g. all_reduce,all_gather [default: all].")
 @group_options
@@ -43,6 +43,7 @@ def plan_cmd(app: App, graph: str, output: str | None, align: int | None, comm_b
     from commopt.buffers.planfile import save_plan
 
     cfg = app.config.with_overrides({"align": align, "comm_buffers": comm_buffers})
+    check_outputs(app, {"--output": output}, {"GRAPH": graph, "--groups": groups_file})
     g = load_graph_for_cli(graph, groups_file, mesh, world_size)
     plan = plan_buffers(g, align=cfg.get("align", DEFAULT_ALIGN_BYTES),
                         collective_types=cfg.get("comm_buffers", "all"))

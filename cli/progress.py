@@ -6,6 +6,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from commopt.cli.app import App
@@ -28,13 +29,14 @@ class StageProgress:
             yield
             return
         t0 = time.perf_counter()
-        task = self.live.add_task(name, total=None) if self.live is not None else None
+        label = escape(name)  # the progress columns read markup; a pass name is not markup
+        task = self.live.add_task(label, total=None) if self.live is not None else None
         try:
             yield
         finally:
             elapsed = time.perf_counter() - t0
             if self.live is not None and task is not None:
-                self.live.update(task, description=f"{name} [dim]({elapsed:.2f} s)[/dim]", completed=1, total=1)
+                self.live.update(task, description=f"{label} [dim]({elapsed:.2f} s)[/dim]", completed=1, total=1)
                 self.live.stop_task(task)
             else:
                 self.app.debug(f"{name}: {elapsed:.2f} s")

@@ -6,6 +6,7 @@ import click
 
 from commopt.cli.app import App
 from commopt.cli.options import (
+    check_outputs,
     emit_json,
     format_option,
     graph_argument,
@@ -52,6 +53,7 @@ def report_cmd(app: App, graph: str, reordered: str | None, html_path: str | Non
                timeline_rows: int, groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str) -> None:
     """Show how much communication GRAPH hides, before and after a reorder."""
     from commopt.estimators import EstimatorOptions
+    from commopt.outputs import estimator_inputs
     from commopt.report.compare import compare_graphs
     from commopt.report.html import write_html
     from commopt.report.markdown import append_step_summary, render_markdown
@@ -62,9 +64,13 @@ def report_cmd(app: App, graph: str, reordered: str | None, html_path: str | Non
         "estimator": estimator, "hardware": hardware, "gpus_per_node": gpus_per_node,
         "profile": profile, "table": table, "max_memory_increase": max_memory_increase,
     })
+    est = EstimatorOptions.from_mapping(cfg.values)
+    check_outputs(app, {"--html": html_path, "--trace": trace_path, "--markdown": markdown_path},
+                  {"GRAPH": graph, "--reordered": reordered, "--groups": groups_file},
+                  estimator_inputs(est), step_summary=True)
     g = load_graph_for_cli(graph, groups_file, mesh, world_size)
     r = load_graph_for_cli(reordered, groups_file, mesh, world_size) if reordered is not None else None
-    report = compare_graphs(g, r, estimator_options=EstimatorOptions.from_mapping(cfg.values),
+    report = compare_graphs(g, r, estimator_options=est,
                             max_memory_increase=cfg.get("max_memory_increase"), top=top)
     written = []
     if html_path is not None:

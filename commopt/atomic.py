@@ -1,22 +1,41 @@
 """Crash-safe output: every file commopt writes goes to a temporary file that is renamed into
-place, so a reader (or a killed run) never sees a half-written file under the final name."""
+place, so a reader (or a killed run) never sees a half-written file under the final name.
+
+A write the operating system refuses (permission denied, a path under a regular file, disk
+full, file too large, read-only file system) is an :class:`~commopt.errors.OutputError`
+naming the path and the reason: one line and exit code 2 on the command line, never a
+traceback. The temporary file has a name only commopt gives
+(``.<name>.commopt-<pid>-<random>.tmp``), so the ones a killed run left behind can be told
+from the user's own files and removed (:func:`clean_temp_files`).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
 import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from commopt.errors import OutputError
+
 #: Fault injection for crash-safety tests: ``<point>:<file name>`` kills the process with
 #: SIGKILL at that point while writing that file. Points: ``mid-write`` (half the bytes in
-#: the temporary file), ``before-rename``, ``after-rename``.
+#: the temporary file), ``before-rename``, ``after-rename``; :mod:`commopt.outputs` adds
+#: ``after-remove`` (an old file of the output set was just removed).
 FAULT_ENV = "COMMOPT_FAULT_INJECT"
 
+#: Marks a temporary file as commopt's: ``.<final name>.commopt-<pid>-<random>.tmp``.
+TEMP_MARK = ".commopt-"
+TEMP_SUFFIX = ".tmp"
+_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.commopt-(?P<pid>\d+)-[A-Za-z0-9_]+\.tmp$", re.S)
 
-def _maybe_die(point: str, name: str) -> None:
+
+def fault_point(point: str, name: str) -> None:
+    """Die with SIGKILL here when :data:`FAULT_ENV` is ``<point>:<name>`` (crash tests only)."""
     spec = os.environ.get(FAULT_ENV)
     if spec and spec == f"{point}:{name}":
         os.kill(os.getpid(), signal.SIGKILL)
@@ -28,27 +47,79 @@ def _umask() -> int:
     return mask
 
 
+def output_error(exc: OSError, path: str | os.PathLike[str]) -> OutputError:
+    """The one-line user error for an OS error while writing ``path``.
+
+    A path under a regular file (``-o /etc/passwd/x``) names that file; anything else gives
+    the operating system's reason (e.g. 'No space left on device').
+    """
+    p = Path(path)
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        for parent in p.parents:
+            if parent.exists() or parent.is_symlink():
+                if not parent.is_dir():
+                    return OutputError(f"cannot write: {parent} is not a directory", file=str(p))
+                break
+    reason = exc.strerror or errno.errorcode.get(exc.errno or 0, "") or str(exc)
+    return OutputError(f"cannot write: {reason}", file=str(p))
+
+
+@contextlib.contextmanager
+def write_errors(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn an :class:`OSError` raised in the block into an :class:`OutputError` on ``path``.
+
+    For output steps outside :func:`atomic_path` (creating the output directory, removing an
+    old file of an output set), so every write failure reads the same.
+    """
+    try:
+        yield
+    except OutputError:
+        raise
+    except OSError as exc:
+        raise output_error(exc, path) from exc
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Persist a rename in ``directory`` (best effort: some file systems refuse)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success fsync it and rename it onto ``path``.
 
-    On an exception the temporary file is removed and ``path`` is left as it was.
+    On an exception the temporary file is removed and ``path`` is left as it was; an
+    :class:`OSError` (also one raised while the caller writes the temporary file, e.g. disk
+    full) becomes an :class:`~commopt.errors.OutputError` naming ``path`` and the reason.
     """
     final = Path(path)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    os.close(fd)
+    with write_errors(final):
+        final.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{final.name}{TEMP_MARK}{os.getpid()}-",
+                                        suffix=TEMP_SUFFIX, dir=final.parent)
+        os.close(fd)
     tmp = Path(tmp_name)
-    os.chmod(tmp, 0o666 & ~_umask())
     try:
-        yield tmp
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        _maybe_die("before-rename", final.name)
-        os.replace(tmp, final)
-        _maybe_die("after-rename", final.name)
+        with write_errors(final):
+            os.chmod(tmp, 0o666 & ~_umask())
+        try:
+            yield tmp
+        except OSError as exc:
+            raise output_error(exc, final) from exc
+        with write_errors(final):
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            fault_point("before-rename", final.name)
+            os.replace(tmp, final)
+        _fsync_dir(final.parent)
+        fault_point("after-rename", final.name)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             tmp.unlink()
         raise
 
@@ -65,5 +136,42 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             with open(tmp, "wb") as fh:
                 fh.write(data[: len(data) // 2])
                 fh.flush()
-            _maybe_die("mid-write", Path(path).name)
+            fault_point("mid-write", Path(path).name)
         tmp.write_bytes(data)
+
+
+def is_temp_file(name: str) -> bool:
+    """Whether ``name`` is a temporary file name :func:`atomic_path` gives."""
+    return _TEMP_NAME.match(name) is not None
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # this process is not writing there now (see clean_temp_files)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def clean_temp_files(directory: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporary files a killed commopt left in ``directory``; returns them.
+
+    Only names :func:`atomic_path` gives are touched, and only those of a process that is no
+    longer running (a live commopt may be writing them): never a user's file. Call it when
+    this process is not itself writing into ``directory``.
+    """
+    d = Path(directory)
+    removed: list[Path] = []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in sorted(os.scandir(d), key=lambda e: e.name):
+            m = _TEMP_NAME.match(entry.name)
+            if m is None or not entry.is_file(follow_symlinks=False) or _pid_alive(int(m["pid"])):
+                continue
+            with write_errors(entry.path), contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+    return removed

@@ -76,6 +76,11 @@ class OptionError(CommoptError):
     """A command-line option or API argument is out of range or unknown."""
 
 
+class OutputError(CommoptError):
+    """An output cannot be written where asked: it would overwrite an input or another output
+    of the same run, or the operating system refused the write (the reason is named)."""
+
+
 class PassError(CommoptError):
     """A plug-in pass raised: the message names the pass and the passes that ran before it."""
 

@@ -1,27 +1,45 @@
-"""Everything ``commopt optimize`` writes into its output directory, from one optimize result.
+"""Everything ``commopt optimize`` writes into its output directory, from one optimize result;
+and the output guard every command that writes a file goes through.
 
 Two steps, each done once: :func:`build_outputs` makes every artifact in memory from the
 result and explicit :class:`OutputOptions` (the buffer plan, the runner's source, the report,
 the final summary); :func:`write_outputs` writes them. Neither changes the result.
 
 The files, in writing order: the reordered graph (the input's format), ``buffer_plan.json``,
-the runner script ``run_<name>.py``, ``report.html``, ``trace.json`` and, last,
-``summary.json``: a reader that finds ``summary.json`` knows the rest of the set was written.
-Every file goes through :mod:`commopt.atomic`, so a run killed at any point leaves each file
-either complete (old or new) or absent, never partial. Outputs are deterministic except the
-wall times in ``summary.json`` (left out with ``timings=False``).
+the runner script ``run_<name>.py``, ``report.html``, ``trace.json``, ``summary.json`` and,
+last, ``manifest.json`` (:class:`~commopt.schemas.manifest.Manifest`), which names every
+other file with its size and SHA-256. A run first moves the previous manifest aside (to
+:data:`PREVIOUS_MANIFEST_FILE`), so a directory holds a complete set exactly when it has a
+manifest and every file it lists has the listed digest (:func:`incomplete_files`). Every file goes through :mod:`commopt.atomic`,
+so a run killed at any point leaves each file either complete (old or new) or absent, never
+partial. Outputs are deterministic except the wall times in ``summary.json`` (left out with
+``timings=False``) and, through its digest, the manifest.
+
+:func:`guard_outputs` refuses an output that is an input or another output of the same
+command, before anything is written; every command that writes files calls it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
-from commopt.errors import GraphError, OptionError
+from commopt.errors import GraphError, OptionError, OutputError
 from commopt.progress import SILENT, Progress
 from commopt.result import OptimizeResult, OutputOptions, Outputs
+from commopt.schemas.manifest import Manifest, ManifestFile
+
+#: A file path as the functions here take it.
+PathLike = str | os.PathLike
 
 SUMMARY_FILE = "summary.json"
+MANIFEST_FILE = "manifest.json"
+#: Where a run keeps the previous manifest until its own is written: the list of the earlier
+#: set's files survives a killed run, so the next run can still remove the stale ones. It is
+#: not a manifest (only ``manifest.json`` marks a complete set).
+PREVIOUS_MANIFEST_FILE = ".manifest.previous.json"
 PLAN_FILE = "buffer_plan.json"
 REPORT_HTML = "report.html"
 TRACE_FILE = "trace.json"
@@ -81,10 +99,17 @@ def _runner(graph, order: list[int], plan) -> tuple[str | None, str | None, str]
 
 
 def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os.PathLike[str], *,
+                  inputs: Iterable[tuple[str, PathLike | None]] = (),
                   progress: Progress = SILENT) -> tuple[Path, ...]:
-    """Write the output set into ``output_dir``; returns the paths in writing order.
+    """Write the output set into ``output_dir``; returns the paths in writing order
+    (``manifest.json`` last).
 
     ``result`` provides the graph and order the reordered graph file is written from.
+    ``inputs`` (label, path) are files the run read besides the graph (groups, profile,
+    table, ...): no output may be one of them (:func:`guard_outputs`), checked before
+    anything is written. An earlier run's manifest is moved aside first, then the files it
+    listed that this run does not write are removed (only when they still have the digest it
+    recorded), and temporary files a killed commopt left; the new manifest is written last.
     """
     from commopt import atomic
     from commopt.buffers import save_plan
@@ -95,14 +120,22 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
     if out.exists() and not out.is_dir():
         raise OptionError("exists and is not a directory", file=str(out), field="--output")
     g = result.graph
-    target = out / outputs.graph_file
-    if g.source_path is not None and Path(g.source_path).resolve() == target.resolve():
-        raise OptionError("would overwrite the input graph; choose another output directory",
-                          file=str(target), field="--output")
-    out.mkdir(parents=True, exist_ok=True)
+    names = [outputs.graph_file, *([PLAN_FILE] if outputs.plan is not None else []),
+             *([outputs.runner_name] if outputs.runner_name is not None else []),
+             *([REPORT_HTML, TRACE_FILE] if outputs.report is not None else []),
+             SUMMARY_FILE, MANIFEST_FILE]
+    if outputs.graph_file in (*names[1:], PREVIOUS_MANIFEST_FILE):
+        raise OutputError(f"the reordered graph would be written as {outputs.graph_file}, a file "
+                          "name the output set uses for another file; rename the input graph",
+                          file=str(out / outputs.graph_file), field="--output")
+    all_inputs = [("GRAPH", g.source_path), *inputs]
+    guard_outputs([("--output", out / name) for name in [*names, PREVIOUS_MANIFEST_FILE]], all_inputs)
+    with atomic.write_errors(out):
+        out.mkdir(parents=True, exist_ok=True)
+    _retire_previous_set(out, set(names), all_inputs)
     written: list[Path] = []
     with progress.stage("write graph"):
-        written.append(save_graph(g, target, list(result.order)))
+        written.append(save_graph(g, out / outputs.graph_file, list(result.order)))
     if outputs.plan is not None:
         written.append(save_plan(outputs.plan, out / PLAN_FILE))
     if outputs.runner_name is not None:
@@ -119,7 +152,149 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
     summary_path = out / SUMMARY_FILE
     atomic.write_text(summary_path, outputs.summary.model_dump_json(indent=2) + "\n")
     written.append(summary_path)
+    manifest_path = out / MANIFEST_FILE
+    with atomic.write_errors(manifest_path):
+        manifest = build_manifest(written)
+    atomic.write_text(manifest_path, manifest.model_dump_json(indent=2) + "\n")
+    written.append(manifest_path)
+    with atomic.write_errors(out / PREVIOUS_MANIFEST_FILE), contextlib.suppress(FileNotFoundError):
+        (out / PREVIOUS_MANIFEST_FILE).unlink()
     return tuple(written)
+
+
+def file_entry(path: str | os.PathLike[str]) -> ManifestFile:
+    """The manifest entry of a file as it is on disk: its name, size and SHA-256."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+            size += len(chunk)
+    return ManifestFile(name=Path(path).name, bytes=size, sha256=digest.hexdigest())
+
+
+def build_manifest(paths: Iterable[str | os.PathLike[str]]) -> Manifest:
+    """The manifest of the files ``paths`` (all in one directory), read back from disk."""
+    return Manifest(files=[file_entry(p) for p in paths])
+
+
+def read_manifest(output_dir: str | os.PathLike[str], name: str = MANIFEST_FILE) -> Manifest | None:
+    """The manifest in ``output_dir``, or None when there is none or it is not a commopt
+    manifest (a directory without one holds no complete output set)."""
+    from pydantic import ValidationError
+
+    try:
+        return Manifest.model_validate_json(Path(output_dir, name).read_bytes())
+    except (OSError, ValueError, ValidationError):
+        return None
+
+
+def incomplete_files(output_dir: str | os.PathLike[str]) -> list[str] | None:
+    """Why the output set in ``output_dir`` is not complete: the listed files that are
+    missing or differ from their manifest entry ([] for a complete set), or None when there
+    is no manifest (the set was never completed, or a run is rewriting it)."""
+    manifest = read_manifest(output_dir)
+    if manifest is None:
+        return None
+    bad = []
+    for entry in manifest.files:
+        path = Path(output_dir, entry.name)
+        if not _plain_name(entry.name) or not path.is_file() or file_entry(path) != entry:
+            bad.append(entry.name)
+    return bad
+
+
+def _plain_name(name: str) -> bool:
+    """A bare file name (no directory part, not '.'/'..'): all a manifest may list."""
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name \
+        and "\0" not in name
+
+
+def _retire_previous_set(out: Path, new_names: set[str], inputs: list[tuple[str, PathLike | None]]) -> None:
+    """Mark the directory's set incomplete before anything is written (its manifest is moved
+    to :data:`PREVIOUS_MANIFEST_FILE`), then remove what the earlier set had that this one will
+    not rewrite, and orphaned temp files: a reader never finds a manifest beside a mix of old
+    and new files. A run killed here leaves the previous manifest where the next run reads it."""
+    from commopt import atomic
+
+    manifest_path = out / MANIFEST_FILE
+    previous_path = out / PREVIOUS_MANIFEST_FILE
+    if manifest_path.exists() or manifest_path.is_symlink():
+        with atomic.write_errors(manifest_path):
+            if manifest_path.is_symlink() or not manifest_path.is_file():
+                manifest_path.unlink()  # not a file commopt wrote: nothing to keep
+            else:
+                os.replace(manifest_path, previous_path)
+        atomic.fault_point("after-remove", MANIFEST_FILE)
+    old = read_manifest(out, PREVIOUS_MANIFEST_FILE)
+    input_paths = [Path(p) for _, p in inputs if p is not None]
+    for entry in old.files if old is not None else ():
+        path = out / entry.name
+        if (entry.name in new_names or not _plain_name(entry.name) or path.is_symlink()
+                or not path.is_file() or any(_same_file(path, p) for p in input_paths)):
+            continue
+        try:
+            if file_entry(path) != entry:  # changed since: no longer the file commopt wrote
+                continue
+        except OSError:  # unreadable: it cannot be shown to be commopt's, so it stays
+            continue
+        with atomic.write_errors(path):
+            path.unlink()
+        atomic.fault_point("after-remove", entry.name)
+    atomic.clean_temp_files(out)
+
+
+def _identity(path: PathLike) -> tuple:
+    """What makes two paths the same file: device and inode when it exists, else the
+    absolute path with every symlink resolved."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except (OSError, ValueError):
+        return ("path", os.path.realpath(p))
+    return ("inode", st.st_dev, st.st_ino)
+
+
+def _same_file(a: PathLike, b: PathLike) -> bool:
+    return _identity(a) == _identity(b)
+
+
+def guard_outputs(outputs: Iterable[tuple[str, PathLike | None]],
+                  inputs: Iterable[tuple[str, PathLike | None]]) -> None:
+    """Refuse, before anything is written, an output that is the same file as an input or as
+    another output of the same command.
+
+    Both are (label, path) pairs, the label the option or argument that named the file
+    (``--output``, ``GRAPH``, ``--groups``, ``configuration file``); None paths are skipped.
+    Paths are compared as files (symlinks resolved, hard links by inode), not as strings.
+    Raises :class:`~commopt.errors.OutputError` naming both: one line, exit code 2.
+    """
+    ins = [(label, p, _identity(p)) for label, p in inputs if p is not None]
+    seen: list[tuple[str, PathLike, tuple]] = []
+    for label, p in outputs:
+        if p is None:
+            continue
+        ident = _identity(p)
+        for in_label, in_path, in_ident in ins:
+            if ident == in_ident:
+                raise OutputError(f"would overwrite the input {in_label} ({in_path}); choose "
+                                  "another output path", file=str(p), field=label)
+        for out_label, out_path, out_ident in seen:
+            if ident == out_ident:
+                what = "output" if out_label == label else f"{out_label} output"
+                raise OutputError(f"is also the {what} ({out_path}); give each output its own "
+                                  "path", file=str(p), field=label)
+        seen.append((label, p, ident))
+
+
+def estimator_inputs(options) -> list[tuple[str, PathLike | None]]:
+    """The files an :class:`~commopt.estimators.EstimatorOptions` reads (profile, table,
+    hardware file), labelled by their option, for :func:`guard_outputs`."""
+    hardware = options.hardware
+    hardware_file = hardware if isinstance(hardware, (str, os.PathLike)) and Path(hardware).is_file() else None
+    return [("--profile", options.profile), ("--table", options.table), ("--hardware", hardware_file)]
 
 
 def _runner_note(model) -> str:

@@ -25,11 +25,19 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class OutputOptions:
-    """How the output set is made: buffer alignment (None: the planner's default, 512 B) and
-    the collective types that get persistent buffers (None: all)."""
+    """How the output set is made: buffer alignment (None: the planner's default, 512 B; else
+    a power of two up to :data:`~commopt.buffers.planner.MAX_ALIGN_BYTES`) and the collective
+    types that get persistent buffers (None: all)."""
 
     align: int | None = None
     comm_buffers: str | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse a bad alignment when the options are made, before any work is done."""
+        if self.align is not None:
+            from commopt.buffers.planner import check_align
+
+            check_align(self.align)
 
 
 @dataclass(frozen=True, slots=True)

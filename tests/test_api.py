@@ -60,8 +60,8 @@ def test_write_puts_the_full_output_set_in_the_directory_summary_last(tmp_path: 
     result = commopt.optimize(g, durations_us=_durations(g), output_dir=tmp_path / "o")
     names = [p.name for p in result.written]
     assert names == ["small.json", "buffer_plan.json", "run_small.py", "report.html",
-                     "trace.json", "summary.json"]
-    assert result.summary.outputs == names
+                     "trace.json", "summary.json", "manifest.json"]
+    assert result.summary.outputs == names[:-1]  # the manifest lists them, written last
     assert commopt.load_graph(result.written[0]).name == "small"
     assert result.summary.buffer_plan.arena_bytes == result.plan.totals.arena_bytes
 
@@ -109,7 +109,7 @@ def test_results_are_frozen_and_outputs_are_built_from_explicit_options(tmp_path
     first = commopt.write_outputs(result, aligned, tmp_path / "a")
     second = commopt.write_outputs(result, aligned, tmp_path / "b")
     assert load_plan(tmp_path / "a" / "buffer_plan.json").align_bytes == 4096
-    assert [p.name for p in first] == [p.name for p in second] == aligned.summary.outputs
+    assert [p.name for p in first] == [p.name for p in second] == [*aligned.summary.outputs, "manifest.json"]
     assert (tmp_path / "a" / "summary.json").read_bytes() == (tmp_path / "b" / "summary.json").read_bytes()
     runner_notes = [n for n in aligned.summary.notes if n.startswith("runner ")]
     assert len(runner_notes) == 1

@@ -1,7 +1,23 @@
-"""The optimize output set when a piece cannot be produced."""
+"""The optimize output set: when a piece cannot be produced, and the manifest that tells a
+complete set from a run that was killed or failed (issue 21, class 8)."""
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 import commopt
+from commopt.atomic import FAULT_ENV, is_temp_file
+from commopt.errors import OutputError
 from commopt.ir.builder import GraphBuilder
+from commopt.outputs import MANIFEST_FILE, incomplete_files, read_manifest
+from commopt.schemas.manifest import Manifest
+from commopt.synth import fsdp_tp_stack
 
 
 def test_graph_the_runner_cannot_launch_still_gets_the_rest_of_the_outputs(tmp_path):
@@ -16,5 +32,137 @@ def test_graph_the_runner_cannot_launch_still_gets_the_rest_of_the_outputs(tmp_p
     result = commopt.optimize(b.build(), output_dir=tmp_path, timings=False)
     names = [p.name for p in result.written]
     assert "run_p2p.py" not in names
-    assert names == ["p2p.json", "buffer_plan.json", "report.html", "trace.json", "summary.json"]
+    assert names == ["p2p.json", "buffer_plan.json", "report.html", "trace.json", "summary.json",
+                     "manifest.json"]
     assert any(n.startswith("runner not generated:") and "send" in n for n in result.summary.notes)
+
+
+def _small(name: str):
+    return fsdp_tp_stack(2, dp=2, tp=1, hidden=64, tokens=32, name=name)
+
+
+def test_the_manifest_is_written_last_and_lists_every_file_with_its_digest(tmp_path):
+    result = commopt.optimize(_small("small"), output_dir=tmp_path, timings=False)
+    assert result.written[-1] == tmp_path / MANIFEST_FILE
+    manifest = Manifest.model_validate_json((tmp_path / MANIFEST_FILE).read_text())
+    assert [f.name for f in manifest.files] == [p.name for p in result.written[:-1]]
+    for entry in manifest.files:
+        data = (tmp_path / entry.name).read_bytes()
+        assert (entry.bytes, entry.sha256) == (len(data), hashlib.sha256(data).hexdigest())
+    assert incomplete_files(tmp_path) == []
+    (tmp_path / "report.html").write_text("changed")
+    assert incomplete_files(tmp_path) == ["report.html"]
+
+
+def test_a_new_run_removes_only_the_earlier_sets_files(tmp_path):
+    commopt.optimize(_small("first"), output_dir=tmp_path, timings=False)
+    (tmp_path / "notes.txt").write_text("the user's own file")
+    (tmp_path / "buffer_plan.json").write_text("edited by the user: no longer commopt's file")
+    commopt.optimize(_small("second"), output_dir=tmp_path, timings=False)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    # first.json and run_first.py were the first set's; buffer_plan.json is rewritten
+    assert names == sorted(["second.json", "buffer_plan.json", "run_second.py", "report.html",
+                            "trace.json", "summary.json", MANIFEST_FILE, "notes.txt"])
+    assert incomplete_files(tmp_path) == []
+
+
+def test_an_edited_stale_file_and_names_outside_the_directory_are_kept(tmp_path):
+    out = tmp_path / "out"
+    commopt.optimize(_small("first"), output_dir=out, timings=False)
+    (out / "run_first.py").write_text("# edited by the user\n")
+    (tmp_path / "outside.txt").write_text("not in the output directory")
+    manifest = read_manifest(out)
+    data = (tmp_path / "outside.txt").read_bytes()
+    for name in ("../outside.txt", str(tmp_path / "outside.txt")):
+        manifest.files.append(manifest.files[0].model_copy(update={
+            "name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}))
+    (out / MANIFEST_FILE).write_text(manifest.model_dump_json())
+    commopt.optimize(_small("second"), output_dir=out, timings=False)
+    assert (out / "run_first.py").read_text() == "# edited by the user\n"
+    assert (tmp_path / "outside.txt").exists() and not (out / "first.json").exists()
+
+
+def test_a_stale_file_that_is_an_input_is_kept(tmp_path):
+    out = tmp_path / "out"
+    commopt.optimize(_small("first"), output_dir=out, timings=False)
+    result = commopt.optimize(_small("second"), timings=False)
+    outputs = commopt.build_outputs(result)
+    commopt.write_outputs(result, outputs, out, inputs=[("--table", out / "first.json")])
+    assert (out / "first.json").exists() and not (out / "run_first.py").exists()
+
+
+def test_orphaned_temp_files_are_cleaned_and_user_files_kept(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    tmp_path.mkdir(exist_ok=True)
+    orphan = tmp_path / f".summary.json.commopt-{dead}-abcd1234.tmp"
+    orphan.write_text("{")
+    (tmp_path / ".summary.json.x.tmp").write_text("not commopt's naming")
+    commopt.optimize(_small("small"), output_dir=tmp_path, timings=False)
+    assert not orphan.exists() and (tmp_path / ".summary.json.x.tmp").exists()
+
+
+def test_a_failed_run_leaves_no_manifest(tmp_path):
+    commopt.optimize(_small("small"), output_dir=tmp_path, timings=False)
+    assert incomplete_files(tmp_path) == []
+    (tmp_path / "summary.json").unlink()
+    (tmp_path / "summary.json").mkdir()  # a real failure when summary.json is written
+    with pytest.raises(OutputError, match="summary.json: cannot write"):
+        commopt.optimize(_small("small"), output_dir=tmp_path, timings=False)
+    assert incomplete_files(tmp_path) is None and not (tmp_path / MANIFEST_FILE).exists()
+
+
+# Kill points (COMMOPT_FAULT_INJECT) across the whole write of a set over an earlier one: each
+# file's write phases, the removal of the old manifest and of the earlier set's stale file.
+KILLS = ["after-remove:manifest.json", "after-remove:h.json", "mid-write:g.json",
+         "before-rename:buffer_plan.json", "after-rename:run_tp.py", "mid-write:report.html",
+         "after-rename:trace.json", "before-rename:summary.json", "after-rename:summary.json",
+         "mid-write:manifest.json", "before-rename:manifest.json", "after-rename:manifest.json"]
+
+
+def _optimize(src: Path, out: Path, *extra: str, fault: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    if fault:
+        env[FAULT_ENV] = fault
+    return subprocess.run([sys.executable, "-m", "commopt", "-q", "optimize", str(src), "-o", str(out),
+                           "--no-timings", *extra], env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", KILLS)
+def test_a_killed_optimize_leaves_a_complete_set_or_no_manifest(tmp_path, samples_dir, fault):
+    """SIGKILL at each point: a manifest, when there is one, lists exactly files that exist
+    with its digests; before the new manifest is in place there is none; the next run
+    completes the set, removes the earlier set's stale file and every orphaned temp file."""
+    src, old_src = tmp_path / "g.json", tmp_path / "h.json"
+    shutil.copy(samples_dir / "ws2" / "tp.json", src)
+    shutil.copy(samples_dir / "ws2" / "tp.json", old_src)
+    out = tmp_path / "out"
+    assert _optimize(old_src, out, "--passes", "sink-waits").returncode == 0  # the earlier set
+    (out / "notes.txt").write_text("the user's")
+    assert incomplete_files(out) == []
+
+    proc = _optimize(src, out, fault=fault)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    state = incomplete_files(out)
+    assert state in (None, []), f"a manifest lists missing or changed files: {state}"
+    assert (state == []) == (fault == "after-rename:manifest.json")
+
+    assert _optimize(src, out).returncode == 0
+    listed = [f.name for f in read_manifest(out).files]
+    assert listed == ["g.json", "buffer_plan.json", "run_tp.py", "report.html", "trace.json", "summary.json"]
+    assert incomplete_files(out) == []
+    names = {p.name for p in out.iterdir()}
+    assert names == {*listed, MANIFEST_FILE, "notes.txt"}  # no h.json, no temp file
+    assert not any(is_temp_file(n) for n in names)
+
+
+@pytest.mark.parametrize("stem", ["summary", "manifest", "buffer_plan", "trace"])
+def test_a_graph_file_named_like_another_output_is_refused(tmp_path, stem):
+    from commopt.io.json_graph import save_json_graph
+
+    src = tmp_path / f"{stem}.json"
+    save_json_graph(_small("g"), src)
+    with pytest.raises(OutputError, match=f"written as {stem}.json, a file name the output set uses"):
+        commopt.optimize(src, output_dir=tmp_path / "out", timings=False)
+    assert not (tmp_path / "out").exists()

@@ -33,6 +33,11 @@ from commopt.schemas.buffer_plan import (
 #: small buffers without helping registration.
 DEFAULT_ALIGN_BYTES = 512
 
+#: Largest alignment accepted: 2 MiB, the CUDA VMM granularity the arena base itself is
+#: aligned to. An offset aligned more finely than its base gains nothing (the address is only
+#: as aligned as the base), and every buffer would be rounded up to it.
+MAX_ALIGN_BYTES = 2 * 2**20
+
 
 def align_up(size_bytes: int, align_bytes: int) -> int:
     """``size_bytes`` rounded up to a multiple of ``align_bytes``."""
@@ -40,10 +45,12 @@ def align_up(size_bytes: int, align_bytes: int) -> int:
 
 
 def check_align(align_bytes: int) -> int:
-    """Return ``align_bytes`` if it is a power of two >= 1, else raise OptionError."""
+    """Return ``align_bytes`` if it is a power of two from 1 to :data:`MAX_ALIGN_BYTES`, else
+    raise OptionError (a huge value would plan absurd arenas: every buffer rounds up to it)."""
     if isinstance(align_bytes, bool) or not isinstance(align_bytes, int) or align_bytes < 1 \
-            or align_bytes & (align_bytes - 1):
-        raise OptionError(f"alignment must be a power of two in bytes, got {align_bytes!r}", field="--align")
+            or align_bytes & (align_bytes - 1) or align_bytes > MAX_ALIGN_BYTES:
+        raise OptionError(f"alignment must be a power of two from 1 to {MAX_ALIGN_BYTES} bytes "
+                          f"(2 MiB), got {align_bytes!r}", field="--align")
     return align_bytes
 
 

@@ -47,6 +47,6 @@ def test_reruns_in_fresh_processes_are_byte_identical(samples_dir, tmp_path):
         assert proc.returncode == 0, proc.stderr
         outs.append(out)
     files = sorted(p.name for p in outs[0].iterdir())
-    assert files == sorted(p.name for p in outs[1].iterdir()) and len(files) == 6
+    assert files == sorted(p.name for p in outs[1].iterdir()) and len(files) == 7  # with manifest.json
     for name in files:
         assert (outs[0] / name).read_bytes() == (outs[1] / name).read_bytes(), name
