@@ -43,6 +43,9 @@ EMULATED = []
 # straight into them (zero-copy).
 COPIES_PER_ITER = 0
 ZERO_COPY_PER_ITER = 0
+# Peak bytes one rank holds during the optimized step as commopt's memory model predicts it
+# (arenas + inputs + every other live tensor; largest rank's sizes).
+PREDICTED_PEAK_BYTES = 0
 # @@END GRAPH DATA@@
 
 # ====================================================================== runtime
@@ -103,6 +106,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", metavar="RESULTS.json", help="write timings (rank 0)")
     p.add_argument("--cuda-graph", action="store_true",
                    help="capture the optimized step in a CUDA graph (CUDA only)")
+    p.add_argument("--memory", action="store_true",
+                   help="measure the live tensor bytes of one optimized step on each rank "
+                        "(arenas plus every other storage) and print them next to commopt's "
+                        "prediction")
     p.add_argument("--dump-outputs", metavar="FILE.pt",
                    help="torch.save the outputs of one optimized step ('{rank}' as for --inputs)")
     return p.parse_args(argv)
@@ -222,6 +229,7 @@ def allocate_buffers(rt, mode: str) -> None:
         arenas[group_var], used = allocate_arena(rt, getattr(rt.groups, group_var),
                                                  size_bytes, mode)
         modes.add(used)
+    rt.arenas = arenas
     rt.views = SimpleNamespace()
     for var, group_var, offset, dtype, shape in BUFFERS:
         nbytes = torch.empty((), dtype=DTYPES[dtype]).element_size()
@@ -436,6 +444,85 @@ def profile_iterations(rt, inputs, args) -> None:
     log(rt, f"profiler traces written to {args.profile}")
 
 
+class LiveStorages:
+    """Counts the bytes of storages alive while it is active, and their peak.
+
+    Every operator output is seen through a dispatch mode; each new storage (by data
+    pointer) is counted until it is freed, which a weak reference to the storage tells
+    (checked before every operator, so a storage freed by a ``del`` drops out before the
+    next operator allocates). Storages that exist when the mode starts (the inputs, the
+    arenas) are the ``base``: counted from the start, never freed. Works on CPU and CUDA.
+    """
+
+    def __init__(self, base: list) -> None:
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        self._ref = StorageWeakRef
+        self.known = {}
+        for t in base:
+            st = t.untyped_storage()
+            self.known.setdefault(st.data_ptr(), (None, st.nbytes()))
+        self.base = self.live = self.peak = sum(n for _, n in self.known.values())
+
+    def mode(self):
+        """A TorchDispatchMode that records every output while it is entered."""
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_leaves
+
+        counter = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                counter.sweep()
+                out = func(*args, **(kwargs or {}))
+                for t in tree_leaves(out):
+                    if isinstance(t, torch.Tensor):
+                        counter.add(t)
+                return out
+
+        return _Mode()
+
+    def add(self, t) -> None:
+        """Count ``t``'s storage if it is new."""
+        st = t.untyped_storage()
+        key = st.data_ptr()
+        if st.nbytes() == 0 or key in self.known:
+            return
+        self.known[key] = (self._ref(st), st.nbytes())
+        self.live += st.nbytes()
+        self.peak = max(self.peak, self.live)
+
+    def sweep(self) -> None:
+        """Drop the storages that were freed since the last operator."""
+        gone = [k for k, (ref, _) in self.known.items() if ref is not None and ref.expired()]
+        for k in gone:
+            self.live -= self.known.pop(k)[1]
+
+
+def measure_memory(rt, inputs) -> None:
+    """One optimized step under :class:`LiveStorages`: the peak bytes each rank really held
+    (arenas, inputs and every tensor the step made) next to commopt's prediction."""
+    step_inputs = fresh_inputs(inputs)
+    arenas = list(rt.arenas.values())
+    counter = LiveStorages([*arenas, *(v for v in step_inputs.values() if isinstance(v, torch.Tensor))])
+    with counter.mode():
+        outputs = run_optimized(rt, step_inputs)
+    del outputs
+    arena_bytes = sum(a.untyped_storage().nbytes() for a in arenas)
+    mine = {"rank": rt.rank, "peak_bytes": counter.peak, "arena_bytes": arena_bytes,
+            "inputs_bytes": counter.base - arena_bytes}
+    if rt.device.type == "cuda":
+        mine["cuda_max_allocated_bytes"] = torch.cuda.max_memory_allocated(rt.device)
+    every = [None] * rt.world
+    dist.all_gather_object(every, mine)
+    rt.memory = every
+    predicted = PREDICTED_PEAK_BYTES
+    for r in every:
+        ratio = f", measured / predicted {r['peak_bytes'] / predicted:.3f}" if predicted else ""
+        log(rt, f"memory rank {r['rank']}: peak {r['peak_bytes']} bytes measured (arenas "
+                f"{r['arena_bytes']}, inputs {r['inputs_bytes']}), predicted {predicted}{ratio}")
+
+
 def write_results(rt, times_us: list[float], original_us: list[float] | None, args) -> None:
     """Gather every rank's timings; rank 0 prints the median and writes --out."""
     mine = {"rank": rt.rank, "times_us": times_us,
@@ -461,7 +548,8 @@ def write_results(rt, times_us: list[float], original_us: list[float] | None, ar
                   "warmup": args.warmup, "median_us": slowest, "original_median_us": original,
                   "speedup": original / slowest if original and slowest else None,
                   "copies_per_iter": COPIES_PER_ITER, "zero_copy_per_iter": ZERO_COPY_PER_ITER,
-                  "ranks": every}
+                  "predicted_peak_bytes": PREDICTED_PEAK_BYTES,
+                  "memory": getattr(rt, "memory", None), "ranks": every}
         tmp = f"{args.out}.tmp{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=2)
@@ -488,6 +576,8 @@ def main(argv=None) -> int:
         inputs = make_inputs(rt, args)
         if args.verify:
             verify(rt, inputs, args)
+        if args.memory:
+            measure_memory(rt, inputs)
         if args.dump_outputs:
             torch.manual_seed(args.seed)
             outputs = snapshot(run_optimized(rt, fresh_inputs(inputs)))

@@ -67,4 +67,6 @@ class RunnerModel:
     original: list[str]
     copies_per_iter: int = 0
     zero_copy_per_iter: int = 0
+    #: peak bytes of one rank in the optimized step, predicted (the runner's --memory checks it)
+    predicted_peak_bytes: int = 0
     notes: list[str] = field(default_factory=list)

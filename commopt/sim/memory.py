@@ -15,12 +15,13 @@ Accounting rules (the machine model, :mod:`commopt.sim.model`; also in ``docs/es
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 from commopt.errors import OptionError
-from commopt.ir.graph import Graph
+from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
-from commopt.sim.model import memory_model
+from commopt.sim.model import MemoryModel, memory_model
 
 
 def peak_memory(graph: Graph, order: Sequence[int], *, padded: bool = False) -> tuple[int, array]:
@@ -34,16 +35,32 @@ def peak_memory(graph: Graph, order: Sequence[int], *, padded: bool = False) -> 
     ``padded=True`` counts every tensor at its largest rank's size, so the result is the
     same on every rank (what the passes' memory budget uses).
     """
+    return _live_curve(graph, order, memory_model(graph, padded=padded))
+
+
+def _live_curve(graph: Graph, order: Sequence[int], model: MemoryModel,
+                resident: Collection[int] = (), held: Mapping[int, Sequence[int]] | None = None,
+                ) -> tuple[int, array]:
+    """Peak and per-step live bytes of ``order`` under ``model``; ``resident`` nodes allocate
+    nothing (their storage is a persistent buffer, counted elsewhere); ``held[i]``: more
+    storages node ``i`` uses (keeps alive until it runs)."""
     n = len(graph.nodes)
     pos = Schedule.of(graph, order).positions
-    model = memory_model(graph, padded=padded)
     sizes, is_input = model.alloc, model.is_input
+    if resident:
+        sizes = list(sizes)
+        for i in resident:
+            sizes[i] = 0
     last = list(pos)  # last position at which each storage is used
     for i, releases in enumerate(model.releases):
         p_i = pos[i]
         for r in releases:
             if last[r] < p_i:
                 last[r] = p_i
+    for i, roots in (held or {}).items():
+        for r in roots:
+            if last[r] < pos[i]:
+                last[r] = pos[i]
     freed = [0] * n
     live = 0
     for i in range(n):
@@ -65,6 +82,39 @@ def peak_memory(graph: Graph, order: Sequence[int], *, padded: bool = False) -> 
             peak = live
         live -= freed[k]
     return peak, curve
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What one rank holds while the emitted program runs: every arena for the whole step
+    plus, at each moment, the tensors that do not live in an arena (graph inputs included).
+    ``peak_bytes = arena_bytes + other_peak_bytes``."""
+
+    peak_bytes: int
+    arena_bytes: int
+    other_peak_bytes: int
+
+
+def footprint(graph: Graph, order: Sequence[int], arena_bytes: int, resident: Collection[int],
+              copied: Collection[int], *, padded: bool = False) -> Footprint:
+    """The memory the generated runner holds when it runs ``order`` on persistent buffers.
+
+    ``arena_bytes``: all arenas of the buffer plan (allocated once, held for the whole step);
+    ``resident``: the nodes whose value is written into an arena (the collectives' outputs
+    and the producers that write straight into their buffer), which allocate nothing of
+    their own; ``copied``: the collectives whose inputs are copied into a buffer at the
+    issue, so the producer's tensor is freed after its last reader instead of being held
+    until the wait (other collectives hold their inputs until their waits). This is what
+    the runner's ``--memory`` measures (the codegen tests compare the two on the corpus).
+    """
+    model = memory_model(graph, padded=padded, hold_inputs_until_wait=False)
+    nodes, roots = graph.nodes, model.roots
+    copied = set(copied)
+    held = {w.index: [roots[p] for p in nodes[w.wait_of].inputs]
+            for w in nodes if w.kind is NodeKind.WAIT and w.wait_of is not None
+            and w.wait_of not in copied and nodes[w.wait_of].inputs}
+    other, _ = _live_curve(graph, order, model, resident, held)
+    return Footprint(arena_bytes + other, arena_bytes, other)
 
 
 #: Default ``max_memory_increase``: a reordered graph may use at most 10% more peak live

@@ -11,7 +11,11 @@ about the same machine, so its rules live here once:
   (:func:`needs_finish`);
 - **memory**: a node that owns a storage allocates its bytes when it runs, a storage is freed
   after the last node that uses any alias of it, a collective uses its inputs until its
-  waits, graph inputs are never freed (:class:`MemoryModel`).
+  waits, graph inputs are never freed (:class:`MemoryModel`). With persistent communication
+  buffers (the runner's arenas) a collective's input is copied into its buffer when it is
+  issued, so the collective no longer holds the producer's tensor until its wait
+  (``hold_inputs_until_wait=False``); what lives in the arenas is counted once, as the
+  arenas (:func:`commopt.sim.memory.footprint`).
 """
 
 from __future__ import annotations
@@ -115,14 +119,17 @@ class MemoryModel:
     is_input: list[bool]
 
 
-_MODELS: dict[bool, weakref.WeakKeyDictionary[Graph, MemoryModel]] = {
-    False: weakref.WeakKeyDictionary(), True: weakref.WeakKeyDictionary()}
+_MODELS: dict[tuple[bool, bool], weakref.WeakKeyDictionary[Graph, MemoryModel]] = {
+    (padded, hold): weakref.WeakKeyDictionary() for padded in (False, True) for hold in (False, True)}
 
 
-def memory_model(graph: Graph, *, padded: bool = False) -> MemoryModel:
+def memory_model(graph: Graph, *, padded: bool = False, hold_inputs_until_wait: bool = True) -> MemoryModel:
     """The graph's :class:`MemoryModel` (cached per graph). ``padded=True`` counts every tensor
-    at its largest rank's size, so every rank takes the same decisions."""
-    cached = _MODELS[padded].get(graph)
+    at its largest rank's size, so every rank takes the same decisions.
+    ``hold_inputs_until_wait=False``: a wait does not use its collective's inputs (they were
+    copied into a persistent buffer at the issue)."""
+    key = (padded, hold_inputs_until_wait)
+    cached = _MODELS[key].get(graph)
     if cached is not None:
         return cached
     nodes = graph.nodes
@@ -137,7 +144,7 @@ def memory_model(graph: Graph, *, padded: bool = False) -> MemoryModel:
         i = node.index
         rs = [roots[p] for p in node.inputs]
         rs.append(roots[i])
-        if node.wait_of is not None and node.kind is NodeKind.WAIT:
+        if hold_inputs_until_wait and node.wait_of is not None and node.kind is NodeKind.WAIT:
             rs.extend(roots[p] for p in nodes[node.wait_of].inputs)
         mine = tuple(sorted({r for r in rs if freeable[r]}))
         if mine:
@@ -145,5 +152,5 @@ def memory_model(graph: Graph, *, padded: bool = False) -> MemoryModel:
             for r in mine:
                 uses[r] += 1
     model = MemoryModel(alloc, roots, releases, uses, is_input)
-    _MODELS[padded][graph] = model
+    _MODELS[key][graph] = model
     return model

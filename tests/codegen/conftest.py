@@ -63,7 +63,8 @@ def torchrun(script: Path, nproc: int, *args: str, cwd: Path,
 
 
 #: Runs, per case, a .pt2 archive eagerly (tests.distributed) on its own inputs, saves those
-#: inputs, then the generated runner's main() on the same inputs with --verify; records each
+#: inputs, then the generated runner's main() on the same inputs with --verify and --memory
+#: (measured peak bytes per rank in the --out JSON); records each
 #: case's status in status<rank>.json (a runner that raises does not stop the others).
 #: Teardown: every process-group object is released and all ranks meet in a barrier before
 #: the world is destroyed, so no rank closes its connections while a peer still uses them
@@ -95,7 +96,7 @@ for name, archive, runner in {cases!r}:
         torch.save(dict(zip(keys, flat_inputs(ep))), f"{{name}}_in{{rank}}.pt")
         torch.save(run_exported(ep, mapping), f"{{name}}_eager{{rank}}.pt")
         main = runpy.run_path(runner, run_name="runner")["main"]
-        code = main(["--verify", "--iters", "2", "--warmup", "1", "--inputs", f"{{name}}_in{{{{rank}}}}.pt",
+        code = main(["--verify", "--memory", "--iters", "2", "--warmup", "1", "--inputs", f"{{name}}_in{{{{rank}}}}.pt",
                      "--dump-outputs", f"{{name}}_out{{{{rank}}}}.pt", "--out", f"{{name}}.json"])
         status[name] = "ok" if code == 0 else f"exit {{code}}"
     except Exception as exc:

@@ -56,6 +56,9 @@ EMULATED = [
 # straight into them (zero-copy).
 COPIES_PER_ITER = 0
 ZERO_COPY_PER_ITER = 2
+# Peak bytes one rank holds during the optimized step as commopt's memory model predicts it
+# (arenas + inputs + every other live tensor; largest rank's sizes).
+PREDICTED_PEAK_BYTES = 2816
 # @@END GRAPH DATA@@
 # @@STEPS@@
 def run_optimized(rt, inputs):
