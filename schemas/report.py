@@ -68,6 +68,20 @@ class Reason(_Model):
     text: str = Field(description="one sentence, with the numbers that support it")
 
 
+#: What would reduce the exposed communication, as the simulator sees it (see
+#: :func:`commopt.report.explain.advise`).
+AdviceCode = Literal["order", "bucketing", "comm_bound"]
+
+
+class Advice(_Model):
+    """One change that would help, named only when the simulated numbers support it."""
+
+    code: AdviceCode = Field(description="order: a different order; bucketing: fewer, larger "
+                             "collectives; comm_bound: more compute to hide behind or faster "
+                             "links")
+    text: str = Field(description="one sentence, with the numbers that support it")
+
+
 class CollectiveReport(_Model):
     """One collective in one schedule: when it was issued, ran and waited for."""
 
@@ -81,10 +95,15 @@ class CollectiveReport(_Model):
     start_us: float
     end_us: float
     wait: str | None = Field(description="the wait node (the first one when coalesced)")
+    waits: list[str] = Field(
+        default_factory=list,
+        description="every wait node of the collective, in this schedule's order",
+    )
     wait_start_us: float | None
     exposed_us: float
     reasons: list[Reason] = Field(
-        default_factory=list, description="filled for the most exposed collectives only"
+        default_factory=list,
+        description="filled for the most exposed collectives (overall and per group) only",
     )
 
 
@@ -101,7 +120,7 @@ class LaneInfo(_Model):
 class ScheduleReport(_Model):
     """The simulated outcome of one order."""
 
-    label: str = Field(description="'before' or 'after'")
+    label: str = Field(description="'before' or 'after'; 'schedule' when the report has one")
     makespan_us: float
     total_compute_us: float
     total_comm_us: float
@@ -122,9 +141,10 @@ class ScheduleReport(_Model):
 class GroupInfo(_Model):
     """A process group as the report shows it."""
 
-    name: str
+    name: str = Field(description="c10d name")
     size: int
     ranks: list[int] | None
+    mesh_dim: str | None = Field(default=None, description="device-mesh dimension, when recorded")
 
 
 class OverlapReport(_Model):
@@ -143,6 +163,11 @@ class OverlapReport(_Model):
     after: ScheduleReport | None
     top_exposed: list[str] = Field(
         description="names of the most exposed collectives of the last schedule, worst first"
+    )
+    advice: list[Advice] = Field(
+        default_factory=list,
+        description="what would reduce the exposed communication of the last schedule; empty "
+                    "when the simulator points to nothing",
     )
     notes: list[str] = Field(default_factory=list)
 

@@ -14,7 +14,7 @@ from typing import Any
 from commopt.errors import GraphError
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
-from commopt.report.explain import csr_lists, explain_exposed
+from commopt.report.explain import advise, csr_lists, explain_exposed
 from commopt.schemas.report import OverlapReport
 from commopt.sim.result import COMPUTE_LANE, SimResult, comm_lane
 
@@ -22,6 +22,11 @@ from commopt.sim.result import COMPUTE_LANE, SimResult, comm_lane
 MEMORY_POINTS = 4096
 #: Collectives whose exposure is explained, worst first.
 TOP_EXPOSED = 10
+#: Also explained: this many of the most exposed collectives of each group, so every group's
+#: exposed time has causes.
+TOP_PER_GROUP = 3
+#: Label of the schedule of a report that shows only one.
+SINGLE_LABEL = "schedule"
 
 _HIDDEN_KINDS = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW)
 _KIND_LABEL = {k: k.label for k in NodeKind}
@@ -39,13 +44,20 @@ def build_report(
     top: int = TOP_EXPOSED,
     memory_budget_bytes: int | None = None,
     notes: Sequence[str] = (),
+    optimized: bool | None = None,
 ) -> OverlapReport:
     """The overlap report of ``graph`` in ``before_order`` and, when given, ``after_order``.
 
     ``durations_us`` holds one estimate per node (from the estimator chain named
     ``estimator_name``). Simulations are run with :func:`commopt.sim.simulate` unless passed
     in (the optimize command already has them). ``top`` collectives of the final schedule,
-    most exposed first, get reasons (:mod:`commopt.report.explain`).
+    most exposed first, get reasons (:mod:`commopt.report.explain`), and so do the worst
+    :data:`TOP_PER_GROUP` of each group.
+
+    The schedules are labelled ``before`` and ``after``, or ``schedule`` when there is only
+    one. ``optimized`` says whether the final order is already a reordering (commopt's output
+    or a reordered file); by default it is when ``after_order`` is given. An optimized order
+    is never advised to be reordered (:func:`commopt.report.explain.advise`).
     """
     n = len(graph)
     if len(durations_us) != n:
@@ -57,13 +69,17 @@ def build_report(
         before_sim = _simulate(graph, before_order, durations_us)
     if after_order is not None and after_sim is None:
         after_sim = _simulate(graph, after_order, durations_us)
-    before = _schedule(graph, before_order, before_sim, "before")
+    before = _schedule(graph, before_order, before_sim,
+                       "before" if after_order is not None else SINGLE_LABEL)
     after = _schedule(graph, after_order, after_sim, "after") if after_order is not None else None
     final, final_order, final_sim = (
         (after, after_order, after_sim) if after is not None else (before, before_order, before_sim)
     )
     top_names = _explain_top(graph, final, final_order, final_sim, durations_us, top,
                              memory_budget_bytes)
+    if optimized is None:
+        optimized = after_order is not None
+    advice = [a.model_dump() for a in advise(graph, durations_us, final_sim, optimized=optimized)]
     used = bytearray(n)
     for sched, sim in ((before, before_sim), (after, after_sim)):
         if sched is None:
@@ -83,13 +99,15 @@ def build_report(
         "world_size": graph.world_size,
         "estimator": estimator_name,
         "groups": [
-            {"name": g.name, "size": g.size, "ranks": list(g.ranks) if g.ranks is not None else None}
+            {"name": g.name, "size": g.size, "ranks": list(g.ranks) if g.ranks is not None else None,
+             "mesh_dim": g.mesh_dim}
             for g in sorted(graph.groups.values(), key=lambda g: g.name)
         ],
         "nodes": [_node_info(graph, i, durations_us) for i in range(n) if used[i]],
         "before": before,
         "after": after,
         "top_exposed": top_names,
+        "advice": advice,
         "notes": list(notes),
     })
 
@@ -186,6 +204,7 @@ def _schedule(graph: Graph, order: Sequence[int], sim: SimResult, label: str) ->
             "start_us": t.start_us,
             "end_us": t.end_us,
             "wait": nodes[wait].name if wait is not None else None,
+            "waits": [nodes[w].name for w in sorted(waits, key=lambda w: pos[w])],
             "wait_start_us": t.wait_start_us,
             "exposed_us": t.exposed_us,
             "reasons": [],
@@ -259,7 +278,14 @@ def _explain_top(graph: Graph, final: dict[str, Any], order: Sequence[int], sim:
                  durations_us: Sequence[float], top: int, budget: int | None) -> list[str]:
     exposed = [c for c in final["collectives"] if c["exposed_us"] > 0]
     exposed.sort(key=lambda c: (-c["exposed_us"], c["issue_step"]))
-    chosen = exposed[:top]
+    names = [c["node"] for c in exposed[:top]]
+    per_group: dict[str, int] = {}
+    chosen = []
+    for k, c in enumerate(exposed):
+        seen = per_group.get(c["group"], 0)
+        per_group[c["group"]] = seen + 1
+        if k < top or seen < TOP_PER_GROUP:
+            chosen.append(c)
     timing_of = {t.node: t for t in sim.collectives}
     csr = csr_lists(graph) if chosen else None
     for c in chosen:
@@ -269,7 +295,7 @@ def _explain_top(graph: Graph, final: dict[str, Any], order: Sequence[int], sim:
             explain_exposed(graph, order, durations_us, t, sim, memory_budget_bytes=budget,
                             csr=csr)
         ]
-    return [c["node"] for c in chosen]
+    return names
 
 
 def write_json(report: OverlapReport, path) -> None:

@@ -12,6 +12,10 @@ descendant of ``w`` (it must run after the wait). The reasons, most specific fir
 - ``memory_budget``: issuing ``c`` as soon as its inputs are ready, or waiting just before
   its result is used, would exceed the budget;
 - ``schedule``: none of the above; the order simply runs too little compute in the window.
+
+:func:`advise` then names, for the whole schedule, the changes that would help, each only
+when the simulated numbers say so: a different order, bucketing, or more compute to hide
+behind / faster links.
 """
 
 from __future__ import annotations
@@ -19,11 +23,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from commopt.ir.graph import Graph, NodeKind
-from commopt.schemas.report import Reason
+from commopt.schemas.report import Advice, Reason
 from commopt.sim.result import COMPUTE_LANE, CollectiveTiming, SimResult
 
 #: Queueing counts as a reason when it is at least this share of the exposed time.
 QUEUED_SHARE = 0.25
+#: "A different order" is advised only when the makespan exceeds its lower bound by more
+#: than this share (and the order is not already commopt's output).
+ORDER_MARGIN = 0.05
+#: Bucketing is advised for a group with at least this many collectives whose fixed
+#: per-collective latency is at least this share of the group's communication time.
+BUCKET_MIN_COLLECTIVES = 8
+BUCKET_LATENCY_SHARE = 0.5
 
 
 def _reach(start: Sequence[int], ptr: Sequence[int], idx: Sequence[int], n: int) -> bytearray:
@@ -143,7 +154,7 @@ def explain_exposed(
     reasons.append(Reason(
         code="schedule",
         text=f"{_us(indep_us)} of independent compute exists, but this order runs only "
-             f"{_us(window_us)} between its issue and its wait; a better order could hide more",
+             f"{_us(window_us)} between its issue and its wait",
     ))
     return reasons
 
@@ -230,3 +241,75 @@ def _memory(graph: Graph, order: Sequence[int], pos: list[int], c: int,
                 f"{held:,}-byte input alive while {peak:,} are live, over the "
                 f"{budget_bytes:,}-byte memory budget")
     return None
+
+
+def _group_title(graph: Graph, name: str) -> str:
+    from commopt.report.tables import group_title
+
+    group = graph.groups.get(name)
+    return group_title(group) if group is not None else f"group {name}"
+
+
+def advise(graph: Graph, durations_us: Sequence[float], sim: SimResult, *,
+           optimized: bool) -> list[Advice]:
+    """What would reduce the exposed communication of the order ``sim`` simulated.
+
+    Each piece of advice is given only when the simulation supports it, so the report never
+    recommends what would not help:
+
+    - ``order``: the makespan is more than :data:`ORDER_MARGIN` above its lower bound, some
+      communication is exposed, and the order is not ``optimized`` (commopt's own output);
+    - ``comm_bound``: a group's stream is busier than all compute together, so no order can
+      hide it; more compute per rank to hide behind, or faster links, would;
+    - ``bucketing``: a group with exposed communication runs at least
+      :data:`BUCKET_MIN_COLLECTIVES` collectives whose fixed latency (fitted per collective
+      type from their sizes and durations) is at least :data:`BUCKET_LATENCY_SHARE` of its
+      communication time; fewer, larger collectives would pay it less often.
+    """
+    from commopt.estimators.profile import _fit_line  # the profile fit's latency/bandwidth line
+
+    out: list[Advice] = []
+    if sim.exposed_comm_us <= 0:
+        return out
+    lb = sim.lower_bound_us
+    if not optimized and lb > 0 and sim.makespan_us > lb * (1.0 + ORDER_MARGIN):
+        out.append(Advice(
+            code="order",
+            text=f"makespan {_us(sim.makespan_us)} is {100.0 * (sim.makespan_us / lb - 1.0):.0f}% "
+                 f"above its lower bound {_us(lb)}: a different order could hide more "
+                 "(commopt optimize searches for one)",
+        ))
+    busy = sorted(sim.comm_us_by_group.items(), key=lambda kv: (-kv[1], kv[0]))
+    if busy and busy[0][1] > sim.total_compute_us:
+        name, comm_us = busy[0]
+        out.append(Advice(
+            code="comm_bound",
+            text=f"{_group_title(graph, name)} communicates {_us(comm_us)}, more than all "
+                 f"compute ({_us(sim.total_compute_us)}), so no order hides the last "
+                 f"{_us(comm_us - sim.total_compute_us)}: more compute to hide behind (e.g. a "
+                 "larger batch or sequence per rank) or faster links would",
+        ))
+    exposed_by_group: dict[str, float] = {}
+    samples: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for t in sim.collectives:
+        exposed_by_group[t.group] = exposed_by_group.get(t.group, 0.0) + t.exposed_us
+        info = graph.nodes[t.node].collective
+        ctype = info.type if info is not None else "unknown"
+        size = info.bytes if info is not None else graph.nodes[t.node].nbytes
+        samples.setdefault((t.group, ctype), []).append((size, float(durations_us[t.node])))
+    latency: dict[str, tuple[int, float]] = {}  # group -> (collectives, fixed latency)
+    for (group, _), pts in sorted(samples.items()):
+        a, _bw = _fit_line([p[0] for p in pts], [p[1] for p in pts])
+        n, lat = latency.get(group, (0, 0.0))
+        latency[group] = (n + len(pts), lat + sum(min(a, d) for _, d in pts))
+    for group, (n, lat) in sorted(latency.items()):
+        comm_us = sim.comm_us_by_group.get(group, 0.0)
+        if (n >= BUCKET_MIN_COLLECTIVES and comm_us > 0 and exposed_by_group.get(group, 0.0) > 0
+                and lat >= BUCKET_LATENCY_SHARE * comm_us):
+            out.append(Advice(
+                code="bucketing",
+                text=f"{_group_title(graph, group)} runs {n} collectives whose fixed latency "
+                     f"({_us(lat)}) is {100.0 * lat / comm_us:.0f}% of its {_us(comm_us)} of "
+                     "communication: bucketing them into fewer, larger collectives would cut it",
+            ))
+    return out

@@ -1,9 +1,13 @@
 """The HTML report: one self-contained file (inline CSS, SVG drawn by a small inline script).
 
-Before and after timelines share one time scale: a compute lane and one lane per process
-group (sub-rows where spans overlap), a live-memory curve, hover details, zoom (buttons or
-ctrl+wheel) and scrolling. Only the visible window is drawn and spans narrower than a
-pixel or two are merged into one aggregate, so 100,000-node graphs stay responsive.
+Before and after timelines (or the one schedule) share one time scale: a compute lane and one
+lane per process group, named by mesh dimension and size (sub-rows where spans overlap), a
+live-memory curve with a byte scale, hover details, and zoom and pan down to single nodes
+(buttons, ctrl+wheel, drag to pan, double-click a span or find a node by name). Hovering a
+collective highlights its wait and draws the link issue -> collective -> wait; hovering an
+exposed wait does the same for its collective. Only the visible window is drawn and spans
+narrower than a pixel or two are merged into one aggregate, so 100,000-node graphs stay
+responsive. A glossary explains the terms (exposed, overlap, lower bound, makespan).
 Nothing is fetched from the network and nothing varies between runs (no timestamps), so
 re-running gives a byte-identical file.
 """
@@ -31,8 +35,24 @@ def _r(x: float) -> float:
     return round(x, 3)
 
 
+#: The glossary at the end of the page: (term, what it means).
+GLOSSARY = [
+    ("makespan", "the simulated time from the first operation to the last, on any stream: "
+                 "one step of the program."),
+    ("exposed", "communication the compute stream waits for: the time a wait blocks because "
+                "its collective has not finished (red on the timeline)."),
+    ("overlap", "the share of communication time hidden behind compute (100% when every "
+                "collective finishes before its wait)."),
+    ("lower bound", "no order can finish sooner: the largest of total compute, the busiest "
+                    "group's communication and the critical path of the graph."),
+    ("issue / wait", "a collective starts on its group's stream when issued (if the stream is "
+                     "free) and the compute stream blocks at its wait until it has finished."),
+]
+
+
 def report_data(report: OverlapReport) -> dict[str, Any]:
-    """The plain data the page's script draws: node table, lanes of flat event arrays."""
+    """The plain data the page's script draws: node table, lanes of flat event arrays,
+    each schedule's collective-to-wait links."""
     index = {n.name: k for k, n in enumerate(report.nodes)}
     ops = sorted({n.op for n in report.nodes})
     op_index = {op: k for k, op in enumerate(ops)}
@@ -44,17 +64,19 @@ def report_data(report: OverlapReport) -> dict[str, Any]:
         "group": [n.group or "" for n in report.nodes],
     }
     schedules = [report.before] + ([report.after] if report.after is not None else [])
+    titles = tables.lane_titles(report)
     span_us = max((s.makespan_us for s in schedules), default=0.0) or 1.0
     return {
         "span_us": _r(span_us),
         "mem_peak": max(s.peak_memory_bytes for s in schedules),
         "ops": ops,
         "nodes": nodes,
-        "schedules": [_schedule_data(s, index) for s in schedules],
+        "schedules": [_schedule_data(s, index, titles) for s in schedules],
     }
 
 
-def _schedule_data(s: ScheduleReport, index: dict[str, int]) -> dict[str, Any]:
+def _schedule_data(s: ScheduleReport, index: dict[str, int],
+                   titles: dict[str, str]) -> dict[str, Any]:
     by_lane: dict[str, list[float | int]] = {lane.name: [] for lane in s.lanes}
     for e in s.events:  # already sorted by lane, start, step
         by_lane[e.lane].extend((_r(e.start_us), _r(e.end_us), index[e.node], e.row,
@@ -62,13 +84,26 @@ def _schedule_data(s: ScheduleReport, index: dict[str, int]) -> dict[str, Any]:
     mem: list[float | int] = []
     for p in s.memory_curve:
         mem.extend((_r(p.time_us), p.live_bytes))
+    # collective node, its wait node (-1: none), issue, start, end, wait time (-1: none); the
+    # wait is the first that blocked (an exposed span) when one did, else the first wait
+    exposed_at = {e.node: e.start_us for e in s.events if e.exposed}
+    links: list[float | int] = []
+    for c in s.collectives:
+        wait, wait_us = c.wait, c.wait_start_us
+        hit = next((w for w in c.waits if w in exposed_at), None)
+        if hit is not None:
+            wait, wait_us = hit, exposed_at[hit]
+        links.extend((index[c.node], index[wait] if wait in index else -1, _r(c.issue_us),
+                      _r(c.start_us), _r(c.end_us), _r(wait_us) if wait_us is not None else -1))
     return {
         "label": s.label,
         "makespan_us": _r(s.makespan_us),
         "peak_bytes": s.peak_memory_bytes,
-        "lanes": [{"name": lane.name, "rows": lane.rows, "events": lane.events,
+        "lanes": [{"name": lane.name, "title": titles.get(lane.name, lane.name),
+                   "group": lane.group, "rows": lane.rows, "events": lane.events,
                    "ev": by_lane[lane.name]} for lane in s.lanes],
         "mem": mem,
+        "links": links,
     }
 
 
@@ -113,6 +148,7 @@ def render_html(report: OverlapReport) -> str:
     """The complete, self-contained HTML page of ``report``."""
     e = html.escape
     world = report.world_size if report.world_size is not None else "?"
+    about = tables.about(report)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -124,13 +160,17 @@ def render_html(report: OverlapReport) -> str:
         f"estimates from the <b>{e(report.estimator)}</b> estimator.</p>",
     ]
     headers, rows = tables.summary_rows(report)
-    parts.append(_table(headers, rows, numeric=("before", "after", "change")))
+    parts.append(_table(headers, rows, numeric=("value", "before", "after", "change")))
     for note in report.notes:
         parts.append(f'<p class="sub">note: {e(note)}</p>')
     parts.append(
         '<div class="controls"><button id="zoom-out" title="zoom out">&minus;</button>'
         '<button id="zoom-in" title="zoom in (or ctrl + wheel)">+</button>'
         '<button id="zoom-fit">fit</button><span id="zoom">1x</span>'
+        '<input id="find" type="search" placeholder="find node" size="18" '
+        'title="zoom to a node by name (Enter)">'
+        '<span class="hint">drag to pan · ctrl+wheel to zoom · double-click a span to zoom to '
+        'it · hover a collective or an exposed wait to see its partner</span>'
         '<span class="legend"><span><i style="background:var(--compute)"></i>compute</span>'
         '<span><i style="background:var(--comm)"></i>collective</span>'
         '<span><i style="background:var(--exposed)"></i>exposed wait</span>'
@@ -142,15 +182,24 @@ def render_html(report: OverlapReport) -> str:
     parts.append(_section(report.before))
     if report.after is not None:
         parts.append(_section(report.after))
+    parts.append('<h2 id="advice">What would help</h2><ul class="advice">'
+                 + "".join(f"<li>{e(t)}</li>" for t in tables.advice_lines(report)) + "</ul>")
+    headers, rows = tables.group_causes(report)
+    if rows:
+        parts.append(f"<h2>Exposed time by process group{e(about)}</h2>")
+        parts.append(_table(headers, rows, numeric=("exposed", "collectives exposed")))
     headers, rows = tables.top_rows(report)
-    parts.append(f"<h2>Most exposed collectives ({e(report.final.label)})</h2>")
+    parts.append(f"<h2>Most exposed collectives{e(about)}</h2>")
     parts.append(_table(headers, rows, numeric=("#", "bytes", "duration", "exposed"),
                         cls={"why not hidden": "why"}) if rows
                  else "<p>No exposed collectives.</p>")
     headers, rows = tables.group_rows(report)
     if rows:
         parts.append("<h2>Communication by process group</h2>")
-        parts.append(_table(headers, rows, numeric=tuple(headers[1:])))
+        parts.append(_table(headers, rows, numeric=tuple(headers[2:])))
+    parts.append('<h2 id="glossary">Glossary</h2><dl class="glossary">'
+                 + "".join(f"<dt>{e(term)}</dt><dd>{e(text)}</dd>" for term, text in GLOSSARY)
+                 + "</dl>")
     parts.append('<div id="tip"></div>')
     parts.append('<script type="application/json" id="commopt-data">'
                  + _json_for_script(report_data(report)) + "</script>")

@@ -1,4 +1,5 @@
-"""The Markdown summary for CI: summary table, groups, most exposed collectives.
+"""The Markdown summary for CI: summary table, groups and their exposed time's causes, most
+exposed collectives, what would help.
 
 ``append_step_summary`` adds it to the GitHub Actions job summary when
 ``$GITHUB_STEP_SUMMARY`` is set.
@@ -40,10 +41,15 @@ def render_markdown(report: OverlapReport) -> str:
     headers, rows = tables.group_rows(report)
     if rows:
         lines += ["", "### Communication by process group", ""] + _table(headers, rows)
+    about = tables.about(report)
+    headers, rows = tables.group_causes(report)
+    if rows:
+        lines += ["", f"### Exposed time by process group{about}", ""] + _table(headers, rows)
     headers, rows = tables.top_rows(report)
-    label = report.final.label
-    lines += ["", f"### Most exposed collectives ({label})", ""]
+    lines += ["", f"### Most exposed collectives{about}", ""]
     lines += _table(headers, rows) if rows else ["No exposed collectives."]
+    lines += ["", "### What would help", ""]
+    lines += [f"- {_cell(text)}" for text in tables.advice_lines(report)]
     for note in report.notes:
         lines += ["", f"> {_cell(note)}"]
     return "\n".join(lines) + "\n"

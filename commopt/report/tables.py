@@ -7,14 +7,59 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from commopt.ir.graph import ProcessGroup
 from commopt.report import fmt
-from commopt.schemas.report import CollectiveReport, OverlapReport, ScheduleReport
+from commopt.schemas.report import CollectiveReport, GroupInfo, OverlapReport, ScheduleReport
+
+
+def group_title(group: GroupInfo | ProcessGroup, *, ambiguous: bool = False) -> str:
+    """How a process group reads in the reports: its mesh dimension and size, ``tp (4 ranks)``.
+
+    A group without a recorded mesh dimension reads ``group 0 (8 ranks)`` (its c10d name);
+    ``ambiguous`` adds the c10d name to a mesh-dimension title another group shares.
+    """
+    ranks = f"{group.size} rank" + ("" if group.size == 1 else "s")
+    if group.mesh_dim is None:
+        return f"group {group.name} ({ranks})"
+    if ambiguous:
+        return f"{group.mesh_dim} ({ranks}, group {group.name})"
+    return f"{group.mesh_dim} ({ranks})"
+
+
+def group_titles(report: OverlapReport) -> dict[str, str]:
+    """The title of every process group of the report, by c10d name (see :func:`group_title`)."""
+    plain = [group_title(g) for g in report.groups]
+    return {g.name: group_title(g, ambiguous=plain.count(t) > 1)
+            for g, t in zip(report.groups, plain, strict=True)}
+
+
+def lane_titles(report: OverlapReport) -> dict[str, str]:
+    """Lane name (``compute``, ``comm:<group>``) to the title the timelines show."""
+    titles = {"compute": "compute"}
+    by_group = group_titles(report)
+    for s in (report.before, report.after):
+        for lane in s.lanes if s is not None else ():
+            if lane.group is not None:
+                titles[lane.name] = by_group.get(lane.group, f"group {lane.group}")
+    return titles
+
+
+def is_single(report: OverlapReport) -> bool:
+    """Whether the report shows one schedule (no before/after comparison)."""
+    return report.after is None
+
+
+def about(report: OverlapReport) -> str:
+    """What a section about the final schedule adds to its title: ' (after)', or nothing
+    when the report has one schedule (it is then neither 'before' nor 'after')."""
+    return "" if is_single(report) else f" ({report.final.label})"
 
 
 def summary_rows(report: OverlapReport) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows of the before/after summary (one column per schedule, then change)."""
+    """Headers and rows of the summary: one value column for one schedule; before, after and
+    change for two."""
     b, a = report.before, report.after
-    headers = ["metric", "before"] + (["after", "change"] if a is not None else [])
+    headers = ["metric"] + (["before", "after", "change"] if a is not None else ["value"])
 
     def row(label: str, get, show, diff=fmt.change) -> list[str]:
         cells = [label, show(get(b))]
@@ -42,16 +87,20 @@ def _ratio(s: ScheduleReport) -> float:
 
 
 def group_rows(report: OverlapReport) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows of communication per process group (exposed before/after)."""
-    headers = ["group", "size", "collectives", "comm time", "exposed before"]
-    if report.after is not None:
+    """Headers and rows of communication per process group (exposed before/after, or exposed
+    for a report of one schedule). A group reads by its title (:func:`group_title`)."""
+    single = is_single(report)
+    headers = ["group", "c10d", "size", "collectives", "comm time",
+               "exposed" if single else "exposed before"]
+    if not single:
         headers.append("exposed after")
+    titles = group_titles(report)
     rows = []
     for g in report.groups:
         colls = [c for c in report.before.collectives if c.group == g.name]
         if not colls:
             continue
-        row = [g.name, str(g.size), str(len(colls)),
+        row = [titles[g.name], g.name, str(g.size), str(len(colls)),
                fmt.us(report.before.comm_us_by_group.get(g.name, 0.0)),
                fmt.us(sum(c.exposed_us for c in colls))]
         if report.after is not None:
@@ -59,6 +108,54 @@ def group_rows(report: OverlapReport) -> tuple[list[str], list[list[str]]]:
                                   if c.group == g.name)))
         rows.append(row)
     return headers, rows
+
+
+def group_causes(report: OverlapReport, *, limit: int = 3) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of each group's exposed time in the final schedule and its top causes.
+
+    A cause is the primary (first) reason of an explained collective; its time is the
+    exposed time of the collectives it explains, largest first, at most ``limit`` of them.
+    Exposed time of collectives that were not explained reads as "not explained".
+    """
+    headers = ["group", "exposed", "collectives exposed", "top causes"]
+    titles = group_titles(report)
+    rows = []
+    for g in report.groups:
+        colls = [c for c in report.final.collectives if c.group == g.name]
+        if not colls:
+            continue
+        exposed = [c for c in colls if c.exposed_us > 0]
+        total = sum(c.exposed_us for c in exposed)
+        by_code: dict[str, tuple[float, int]] = {}
+        rest = 0.0
+        for c in exposed:
+            if c.reasons:
+                us_, n = by_code.get(c.reasons[0].code, (0.0, 0))
+                by_code[c.reasons[0].code] = (us_ + c.exposed_us, n + 1)
+            else:
+                rest += c.exposed_us
+        causes = sorted(by_code.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]
+        words = [f"{code.replace('_', ' ')} {fmt.us(t)} ({n})" for code, (t, n) in causes]
+        if rest > 0:
+            words.append(f"not explained {fmt.us(rest)}")
+        rows.append([titles[g.name], fmt.us(total), f"{len(exposed)} of {len(colls)}",
+                     ", ".join(words) if words else "none exposed"])
+    return headers, rows
+
+
+def advice_lines(report: OverlapReport) -> list[str]:
+    """What would help, one line per piece of advice, or one line saying nothing would.
+
+    The advice itself is decided once, by the simulator's numbers
+    (:func:`commopt.report.explain.advise`); this only words its absence.
+    """
+    if report.advice:
+        return [a.text for a in report.advice]
+    s = report.final
+    if s.exposed_comm_us <= 0:
+        return ["nothing to hide: no communication is exposed"]
+    return [f"nothing the simulator can point to: makespan is {_ratio(s):.3f}x its lower bound"
+            + ("" if is_single(report) else ", and this is already the reordered schedule")]
 
 
 def top_exposed(report: OverlapReport) -> list[CollectiveReport]:
@@ -72,9 +169,10 @@ def top_rows(report: OverlapReport, *, with_reasons: bool = True) -> tuple[list[
     headers = ["#", "collective", "group", "type", "bytes", "duration", "exposed"]
     if with_reasons:
         headers.append("why not hidden")
+    titles = group_titles(report)
     rows = []
     for k, c in enumerate(top_exposed(report), 1):
-        row = [str(k), c.node, c.group, c.type, fmt.nbytes(c.bytes),
+        row = [str(k), c.node, titles.get(c.group, c.group), c.type, fmt.nbytes(c.bytes),
                fmt.us(c.end_us - c.start_us), fmt.us(c.exposed_us)]
         if with_reasons:
             row.append(reasons_text(c))
@@ -98,13 +196,14 @@ class TimelineRow:
     in_flight: dict[str, str]
 
 
-def timeline(schedule: ScheduleReport, groups: list[str],
-             limit: int = 0) -> tuple[list[TimelineRow], int]:
+def timeline(schedule: ScheduleReport, groups: list[str], limit: int = 0, *,
+             titles: dict[str, str] | None = None) -> tuple[list[TimelineRow], int]:
     """The first ``limit`` steps of the schedule (0: all), and how many steps there are.
 
     Each row has the collectives in flight in each group: ``+name`` marks an issue, ``name``
     a collective still in flight, ``-name`` its wait; several collectives may be in flight
-    in one group and in several groups at once. Inputs, views and the output cost nothing
+    in one group and in several groups at once. An issue names its group by ``titles``
+    (:func:`group_titles`) when given. Inputs, views and the output cost nothing
     and are left out.
     """
     rows: dict[int, tuple[float, float, str]] = {}
@@ -114,7 +213,8 @@ def timeline(schedule: ScheduleReport, groups: list[str],
             rows[e.step] = (e.start_us, e.end_us, what)
     spans: list[tuple[int, int, str, str]] = []
     for c in schedule.collectives:
-        rows[c.issue_step] = (c.issue_us, c.issue_us, f"{c.node} [{c.type} on {c.group}]")
+        on = titles.get(c.group, c.group) if titles else c.group
+        rows[c.issue_step] = (c.issue_us, c.issue_us, f"{c.node} [{c.type} on {on}]")
         if c.wait_step is not None:
             if c.wait_step not in rows:
                 t = c.wait_start_us if c.wait_start_us is not None else c.end_us

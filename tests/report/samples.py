@@ -133,3 +133,12 @@ def naive_sim(graph: Graph) -> SimResult:
                       (95.0, 393216), (115.0, 458752), (145.0, 409600), (155.0, 294912),
                       (170.0, 147456)],
     )
+
+
+def sunk_order(graph: Graph) -> list[int]:
+    """``graph``'s order with every wait moved as late as its users allow (a valid reorder)."""
+    order = [i for i in graph.original_order if graph.nodes[i].kind.label != "wait"]
+    for w in graph.waits():
+        at = min((order.index(u) for u in graph.succs(w) if u in order), default=len(order))
+        order.insert(at, w)
+    return order

@@ -18,7 +18,7 @@ from commopt.io.json_graph import save_json_graph
 from commopt.report.build import build_report
 from commopt.report.compare import compare_graphs
 from commopt.report.html import write_html
-from commopt.synth import fsdp_tp_stack
+from commopt.synth import fsdp_tp_stack, graph_with_nodes
 from tests.report.webdriver import Browser, find_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -121,6 +121,83 @@ def test_ten_thousand_nodes_are_merged_and_zoomable(browser, tmp_path):
     assert 0 < zoomed["covered"] < compute["events"]  # only the visible window is drawn
     browser.execute("document.getElementById('zoom-fit').click(); return 1;")
     assert browser.execute(LANES_JS)[0]["lanes"][0]["covered"] == compute["events"]
+    _no_console_errors(browser)
+
+
+def test_twenty_thousand_nodes_zoom_and_pan_to_single_nodes(browser, tmp_path):
+    from commopt.estimators import resolve
+
+    g = graph_with_nodes(20000)
+    report = build_report(g, g.original_order, None, resolve(None).durations(g),
+                          estimator_name="analytical")
+    page = tmp_path / "20k.html"
+    write_html(report, page)
+    browser.get(page.as_uri())
+    assert browser.execute("return document.body.dataset.ready") == "1"
+    compute = report.before.lanes[0]
+    target = next(e for e in report.before.events[compute.events // 2:]
+                  if e.lane == "compute" and not e.exposed)
+    node = [n.name for n in report.nodes].index(target.node)
+    one = ("const r = document.querySelector('g.lane[data-lane=\"compute\"] rect[data-node=\"'"
+           " + arguments[0] + '\"]'); return r ? [+r.dataset.n, +r.getAttribute('width')] : null;")
+    assert browser.execute(one, node) is None  # at 1x it is merged with its neighbours
+    # find it by name: the view zooms until that one node is a span of its own
+    browser.execute("const f = document.getElementById('find'); f.value = arguments[0];"
+                    "f.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'})); return 1;",
+                    target.node)
+    drawn = browser.execute(one, node)
+    assert drawn is not None and drawn[0] == 1 and drawn[1] >= 1.5
+    zoom = browser.execute("return document.getElementById('zoom').textContent")
+    assert int(zoom.rstrip("x")) > 100
+    assert browser.execute("return document.querySelectorAll('rect.found').length") == 1
+    # drag to pan: the view moves by what the mouse moved
+    moved = browser.execute(
+        "const s = document.querySelector('.scroll'), r = s.querySelector('rect.ev');"
+        "const before = s.scrollLeft;"
+        "r.dispatchEvent(new MouseEvent('mousedown', {bubbles: true, button: 0, clientX: 600}));"
+        "window.dispatchEvent(new MouseEvent('mousemove', {clientX: 400}));"
+        "window.dispatchEvent(new MouseEvent('mouseup', {clientX: 400}));"
+        "return s.scrollLeft - before;")
+    assert moved == 200
+    # double-click a span: zoom to it
+    browser.execute("document.getElementById('zoom-fit').click();"
+                    "for (let k = 0; k < 6; k++) document.getElementById('zoom-in').click();"
+                    "return 1;")
+    assert browser.execute("return document.getElementById('zoom').textContent") == "64x"
+    browser.execute("const r = document.querySelector('g.lane[data-lane=\"comm:dp\"] "
+                    "rect[data-n=\"1\"]');"
+                    "r.dispatchEvent(new MouseEvent('dblclick', {bubbles: true})); return 1;")
+    zoom = browser.execute("return document.getElementById('zoom').textContent")
+    assert int(zoom.rstrip("x")) > 64
+    _no_console_errors(browser)
+
+
+def test_hover_links_a_collective_and_its_wait_and_memory_has_a_scale(browser, tmp_path):
+    g = load_graph(SAMPLE)
+    report = compare_graphs(g)
+    page = tmp_path / "single.html"
+    write_html(report, page)
+    browser.get(page.as_uri())
+    exposed = next(c for c in report.before.collectives if c.exposed_us > 0)
+    names = [n.name for n in report.nodes]
+    coll, wait = names.index(exposed.node), names.index(exposed.wait)
+    hover = ("const r = document.querySelector('rect[data-node=\"' + arguments[0] + '\"]');"
+             "r.dispatchEvent(new MouseEvent('mouseover', {bubbles: true, clientX: 50,"
+             " clientY: 50}));"
+             "const l = document.querySelector('polyline.link');"
+             "return [Array.from(document.querySelectorAll('rect.linked'))"
+             ".map(x => +x.dataset.node).sort((a, b) => a - b),"
+             " l ? l.getAttribute('points').split(' ').length : 0];")
+    for node in (coll, wait):  # hover either one: both lit, link issue -> comm -> wait
+        lit, points = browser.execute(hover, node)
+        assert lit == sorted([coll, wait]) and points == 4
+    browser.execute("document.querySelector('rect.linked').dispatchEvent("
+                    "new MouseEvent('mouseout', {bubbles: true})); return 1;")
+    assert browser.execute("return document.querySelectorAll('rect.linked, polyline.link')"
+                           ".length") == 0
+    labels = browser.execute("return Array.from(document.querySelectorAll('g.mem-axis text'))"
+                             ".map(t => t.textContent);")
+    assert labels[0] == "0 B" and labels[-1].endswith(("KiB", "MiB", "GiB")) and len(labels) == 3
     _no_console_errors(browser)
 
 

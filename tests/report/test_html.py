@@ -71,3 +71,48 @@ def test_hostile_node_names_are_escaped():
     page = render_html(r)
     assert evil not in page and "<b>g</b>" not in page
     assert _data(page)["nodes"]["name"][0] == evil
+
+
+def test_glossary_advice_and_group_causes_are_in_the_page():
+    page = render_html(_report())
+    glossary = page[page.index('id="glossary"'):]
+    for term in ("makespan", "exposed", "overlap", "lower bound"):
+        assert f"<dt>{term}</dt>" in glossary, term
+    assert "<h2 id=\"advice\">What would help</h2>" in page
+    assert "already the reordered schedule" in page  # no advice for the optimized order
+    assert "<h2>Exposed time by process group (after)</h2>" in page
+    assert "<td>group dp (2 ranks)</td>" in page
+
+
+def test_single_schedule_page_has_no_before():
+    g = two_groups()
+    r = build_report(g, naive_order(g), None, durations(g), estimator_name="t",
+                     before_sim=naive_sim(g))
+    page = render_html(r)
+    shown = re.sub(r"<script.*?</script>", "", page[:page.index('id="glossary"')], flags=re.S)
+    assert "before" not in shown and "after" not in shown
+    assert 'id="sched-schedule"' in page and "<th class=\"num\">value</th>" in page
+    assert "a different order could hide more" in page
+
+
+def test_every_collective_is_linked_to_its_wait_in_the_data():
+    r = _report()
+    data = _data(render_html(r))
+    names = data["nodes"]["name"]
+    for sched, shown in zip((r.before, r.after), data["schedules"], strict=True):
+        links = shown["links"]
+        rows = [links[k:k + 6] for k in range(0, len(links), 6)]
+        assert [(names[row[0]], names[row[1]]) for row in rows] == [
+            (c.node, c.wait) for c in sched.collectives]
+        for row, c in zip(rows, sched.collectives, strict=True):
+            assert row[2:] == [c.issue_us, c.start_us, c.end_us, c.wait_start_us]
+    assert [lane["title"] for lane in data["schedules"][1]["lanes"]] == [
+        "compute", "group dp (2 ranks)", "group tp (2 ranks)"]
+
+
+def test_page_script_has_memory_scale_pan_zoom_and_links():
+    """The drawing code is exercised in a browser by test_browser.py; here: it is wired."""
+    page = render_html(_report())
+    assert 'id="find"' in page and "drag to pan" in page and "ctrl+wheel" in page
+    for hook in ("drawMemAxis", "showLink", "startDrag", "zoomTo", "findNode", "dblclick"):
+        assert hook in page, hook

@@ -22,7 +22,8 @@ def test_summary_table_then_groups_then_exposed():
     assert head < groups < top
     assert "| makespan | 170.0 us | 85.0 us | -50.0% |" in lines
     assert "| overlap | 0.0% | 89.5% | +89.5 pt |" in lines
-    assert any(line.startswith("| 1 | ag_b | dp |") and "queued" in line for line in lines)
+    assert any(line.startswith("| 1 | ag_b | group dp (2 ranks) |") and "queued" in line
+               for line in lines)
 
 
 def test_pipes_in_names_do_not_break_tables():

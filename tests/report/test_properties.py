@@ -13,6 +13,7 @@ from commopt.report.markdown import render_markdown
 from commopt.report.trace import render_trace
 from commopt.sim import simulate
 from commopt.sim.result import COMPUTE_LANE
+from tests.report.samples import sunk_order
 from tests.report.test_trace import validate_trace
 from tests.strategies import graph_and_durations
 
@@ -20,12 +21,7 @@ from tests.strategies import graph_and_durations
 @st.composite
 def _case(draw):
     g, d = draw(graph_and_durations())
-    # a second order: every wait moved as late as its users allow (a valid reordering)
-    order = [i for i in g.original_order if g.nodes[i].kind.label != "wait"]
-    for w in g.waits():
-        at = min((order.index(u) for u in g.succs(w) if u in order), default=len(order))
-        order.insert(at, w)
-    return g, d, order
+    return g, d, sunk_order(g)  # a second order: every wait as late as its users allow
 
 
 @settings(max_examples=40)

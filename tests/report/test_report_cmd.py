@@ -11,7 +11,7 @@ from commopt.cli.main import main
 from commopt.io.json_graph import save_json_graph
 from commopt.schemas.report import OverlapReport
 from commopt.synth import fsdp_tp_stack
-from tests.report.jsonschema_subset import validate
+from tests.report.test_schema import validate
 
 
 def _run(argv: list[str]) -> int:

@@ -1,13 +1,45 @@
-"""The Chrome trace: required trace-event fields, tracks, before/after processes, nesting."""
+"""The Chrome trace: required trace-event fields, tracks, before/after processes, nesting,
+no overlapping slices on any track, flows from each collective's issue to its wait, and lane
+names, on the hand-made samples and on every sample and corpus graph.
+
+The checks are structural: Perfetto's own trace processor (the ``perfetto`` pip package)
+downloads its binary at run time, which these machines cannot do, so it is not used here.
+Overlap is checked in exact decimal arithmetic on the serialized numbers, the way a viewer
+that converts microseconds to integer nanoseconds (Perfetto) sees them.
+"""
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
+from decimal import Decimal
+from functools import cache
+from pathlib import Path
 
+import pytest
+
+from commopt.ir.builder import GraphBuilder
 from commopt.report.build import build_report
-from commopt.report.trace import dumps_trace, render_trace, write_trace
-from tests.report.samples import durations, hand_sim, naive_order, naive_sim, two_groups
+from commopt.report.trace import (
+    HIDDEN_WAIT_CAT,
+    ISSUE_CAT,
+    dumps_trace,
+    render_trace,
+    write_trace,
+)
+from tests.report.samples import (
+    durations,
+    hand_sim,
+    naive_order,
+    naive_sim,
+    sunk_order,
+    two_groups,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE_GRAPHS = sorted((REPO / "sample_graphs").glob("ws*/*.json")) + sorted(
+    (REPO / "sample_graphs").glob("ws*/*.pt2"))
+CORPUS_GRAPHS = sorted((REPO / "sample_graphs" / "corpus").glob("ws*/*.pt2"))
 
 # Required fields per event phase, from the Trace Event Format document (Google).
 REQUIRED = {
@@ -25,8 +57,39 @@ def _report():
                         estimator_name="table", before_sim=naive_sim(g), after_sim=hand_sim(g))
 
 
+def overlaps(text: str) -> list[tuple]:
+    """Pairs of slices on one track that overlap, reading ``text`` (a serialized trace) in
+    exact decimals. Slices may touch (one ends where the next starts) or nest fully."""
+    doc = json.loads(text, parse_float=Decimal)
+    tracks = defaultdict(list)
+    for ev in doc["traceEvents"]:
+        if ev["ph"] == "X":
+            tracks[(ev["pid"], ev["tid"])].append((ev["ts"], ev["ts"] + ev["dur"], ev["name"]))
+    bad = []
+    for spans in tracks.values():
+        spans.sort(key=lambda s: (s[0], -s[1]))
+        open_ends: list = []  # ends of the slices enclosing the current one
+        for start, end, name in spans:
+            while open_ends and open_ends[-1][0] <= start:
+                open_ends.pop()
+            if open_ends and end > open_ends[-1][0]:
+                bad.append((open_ends[-1][1], name))
+            open_ends.append((end, name))
+    return bad
+
+
+def flows(doc: dict) -> dict[int, list[dict]]:
+    """The slices bound to each flow id, in file order."""
+    out = defaultdict(list)
+    for ev in doc["traceEvents"]:
+        if ev["ph"] == "X" and "bind_id" in ev:
+            out[ev["bind_id"]].append(ev)
+    return out
+
+
 def validate_trace(doc: dict) -> None:
-    """Raise AssertionError unless ``doc`` is a valid JSON-object-format trace."""
+    """Raise AssertionError unless ``doc`` is a valid JSON-object-format trace whose slices
+    never overlap on a track and whose flows each run issue -> collective -> wait."""
     assert isinstance(doc, dict) and isinstance(doc["traceEvents"], list)
     assert doc.get("displayTimeUnit", "ms") in ("ms", "ns")
     for ev in doc["traceEvents"]:
@@ -40,6 +103,41 @@ def validate_trace(doc: dict) -> None:
             assert ev["name"] in METADATA_NAMES, ev
         if ph == "C":
             assert all(isinstance(v, (int, float)) for v in ev["args"].values()), ev
+    assert overlaps(dumps_trace(doc)) == []
+    for fid, chain in flows(doc).items():
+        kinds = [(ev.get("flow_in", False), ev.get("flow_out", False)) for ev in chain]
+        assert sorted(kinds) in ([(False, True), (True, True)],
+                                 [(False, True), (True, False), (True, True)]), (fid, chain)
+        assert len({ev["pid"] for ev in chain}) == 1, chain
+
+
+def check_collective_flows(report, doc: dict) -> None:
+    """Every collective slice is bound to a flow that starts at its issue and, when it is
+    waited for, ends at its wait (on the compute track)."""
+    by_id = flows(doc)
+    for pid, sched in ((1, report.before), (2, report.after)):
+        if sched is None:
+            continue
+        threads = {ev["tid"]: ev["args"]["name"] for ev in doc["traceEvents"]
+                   if ev["ph"] == "M" and ev["name"] == "thread_name" and ev["pid"] == pid}
+        compute_tid = next(t for t, n in threads.items() if n == "compute")
+        slices = {ev["name"]: ev for ev in doc["traceEvents"]
+                  if ev["ph"] == "X" and ev["pid"] == pid and ev.get("cat") != ISSUE_CAT}
+        for c in sched.collectives:
+            coll = slices[c.node]
+            assert coll["flow_in"] and coll["flow_out"], c.node
+            chain = by_id[coll["bind_id"]]
+            issue = next(ev for ev in chain if not ev.get("flow_in"))
+            assert (issue["cat"], issue["tid"], issue["dur"]) == (ISSUE_CAT, compute_tid, 0)
+            assert issue["args"]["collective"] == c.node
+            assert issue["ts"] <= coll["ts"] + 1e-9
+            if c.wait is None:
+                continue
+            wait = next(ev for ev in chain if not ev.get("flow_out"))
+            assert wait["name"] in c.waits and wait["tid"] == compute_tid, (c.node, wait)
+            # the wait that blocked when one did, else the first (a zero-length marker)
+            assert wait["cat"] == ("exposed wait" if c.exposed_us > 0 else HIDDEN_WAIT_CAT)
+            assert wait["name"] == c.wait or c.exposed_us > 0
 
 
 def test_trace_validates_and_round_trips_through_json(tmp_path):
@@ -57,16 +155,48 @@ def test_before_and_after_are_separate_processes_with_names():
     assert names == {1: "before: two_groups", 2: "after: two_groups"}
 
 
+def test_a_single_schedule_is_not_called_before():
+    g = two_groups()
+    r = build_report(g, g.original_order, None, durations(g), estimator_name="t",
+                     before_sim=hand_sim(g))
+    doc = render_trace(r)
+    names = [ev["args"]["name"] for ev in doc["traceEvents"]
+             if ev["ph"] == "M" and ev["name"] == "process_name"]
+    assert names == ["schedule: two_groups"]
+    check_collective_flows(r, doc)
+
+
 def test_one_named_track_per_stream_and_every_slice_on_a_named_track():
     doc = render_trace(_report())
-    threads = {(ev["pid"], ev["tid"]): ev["args"]["name"] for ev in doc["traceEvents"]
+    threads = {(ev["pid"], ev["tid"]): ev["args"] for ev in doc["traceEvents"]
                if ev["ph"] == "M" and ev["name"] == "thread_name"}
-    assert sorted(v for (pid, _), v in threads.items() if pid == 2) == [
-        "comm:dp", "comm:tp", "compute"]
+    # groups without a mesh dimension read by their c10d name and size
+    assert sorted(v["name"] for (pid, _), v in threads.items() if pid == 2) == [
+        "compute", "group dp (2 ranks)", "group tp (2 ranks)"]
+    assert sorted(v.get("c10d_group", "") for (pid, _), v in threads.items() if pid == 2) == [
+        "", "dp", "tp"]
     slices = [ev for ev in doc["traceEvents"] if ev["ph"] == "X"]
     assert all((ev["pid"], ev["tid"]) in threads for ev in slices)
-    assert len([ev for ev in slices if ev["pid"] == 2]) == 8
-    assert len([ev for ev in slices if ev["pid"] == 1]) == 10
+    real = [ev for ev in slices if ev["cat"] not in (ISSUE_CAT, HIDDEN_WAIT_CAT)]
+    assert len([ev for ev in real if ev["pid"] == 2]) == 8
+    assert len([ev for ev in real if ev["pid"] == 1]) == 10
+
+
+def test_lanes_are_named_by_mesh_dimension_and_size():
+    b = GraphBuilder(name="mesh", world_size=8)
+    b.group("1", ranks=[0, 4], mesh_dim="dp")
+    b.group("5", ranks=[0, 1, 2, 3], mesh_dim="tp")
+    x = b.input("x", (64, 64))
+    ar = b.collective("ar", "all_reduce", "5", x)
+    ag = b.collective("ag", "all_gather", "1", x)
+    y = b.compute("y", "aten.add.Tensor", [b.wait("ar_wait", ar), b.wait("ag_wait", ag)],
+                  (64, 64))
+    b.output([y])
+    g = b.build()
+    r = build_report(g, g.original_order, None, [1.0] * len(g), estimator_name="t")
+    threads = {ev["args"]["name"]: ev["args"].get("c10d_group") for ev in
+               render_trace(r)["traceEvents"] if ev["ph"] == "M" and ev["name"] == "thread_name"}
+    assert threads == {"compute": None, "dp (2 ranks)": "1", "tp (4 ranks)": "5"}
 
 
 def test_complete_events_carry_op_bytes_and_group():
@@ -75,25 +205,82 @@ def test_complete_events_carry_op_bytes_and_group():
                 if ev["ph"] == "X" and ev["pid"] == 2 and ev["name"] == "ag_b")
     assert ag_b["args"]["op"] == "_c10d_functional.all_gather_into_tensor.default"
     assert ag_b["args"]["bytes"] == 65536 and ag_b["args"]["group"] == "dp"
-    assert (ag_b["ts"], ag_b["dur"]) == (40.0, 30.0)
+    assert (ag_b["ts"], ag_b["dur"]) == (40, 30)
     wait = next(ev for ev in doc["traceEvents"]
                 if ev["ph"] == "X" and ev["pid"] == 2 and ev["name"] == "ag_b_wait")
-    assert wait["cat"] == "exposed wait" and wait["args"]["exposed_us"] == 10.0
+    assert wait["cat"] == "exposed wait" and wait["args"]["exposed_us"] == 10
 
 
-def test_slices_on_one_track_never_partially_overlap():
-    doc = render_trace(_report())
-    tracks = defaultdict(list)
-    for ev in doc["traceEvents"]:
-        if ev["ph"] == "X":
-            tracks[(ev["pid"], ev["tid"])].append((ev["ts"], ev["ts"] + ev["dur"]))
-    for spans in tracks.values():
-        spans.sort()
-        for (_, e1), (s2, _) in zip(spans, spans[1:], strict=False):
-            assert s2 >= e1
+def test_every_collective_flows_from_issue_to_wait():
+    r = _report()
+    doc = render_trace(r)
+    check_collective_flows(r, doc)
+    # the hidden wait of ag_a in 'after' is a zero-length slice at its wait time
+    hidden = next(ev for ev in doc["traceEvents"] if ev["ph"] == "X" and ev["pid"] == 2
+                  and ev["name"] == "ag_a_wait")
+    assert (hidden["cat"], hidden["ts"], hidden["dur"]) == (HIDDEN_WAIT_CAT, 50, 0)
+
+
+def test_rounding_never_makes_neighbours_overlap():
+    """Spans of 1.6 ns: rounding start and duration separately made every third one overlap
+    its neighbour by a rounding step."""
+    b = GraphBuilder(name="tiny", world_size=2)
+    b.group("0", ranks=[0, 1])
+    prev = b.input("x", (4,))
+    for k in range(30):
+        prev = b.compute(f"op{k}", "aten.relu.default", [prev], (4,))
+    b.output([prev])
+    g = b.build()
+    d = [0.0016 if n.kind.label == "compute" else 0.0 for n in g.nodes]
+    r = build_report(g, g.original_order, None, d, estimator_name="t")
+    text = dumps_trace(render_trace(r))
+    assert overlaps(text) == []
+    ends = [ev["ts"] + ev["dur"] for ev in json.loads(text, parse_float=Decimal)["traceEvents"]
+            if ev["ph"] == "X"]
+    assert ends[-1] == Decimal("0.048")  # nothing lost: 30 x 1.6 ns
+
+
+def test_the_overlap_check_sees_an_overlap():
+    doc = {"traceEvents": [
+        {"name": "a", "ph": "X", "ts": 0.0, "dur": 0.002, "pid": 1, "tid": 1},
+        {"name": "b", "ph": "X", "ts": 0.001, "dur": 0.002, "pid": 1, "tid": 1},
+        {"name": "c", "ph": "X", "ts": 0.0, "dur": 0.010, "pid": 1, "tid": 2},
+        {"name": "d", "ph": "X", "ts": 0.002, "dur": 0.003, "pid": 1, "tid": 2},  # nested
+    ]}
+    assert overlaps(json.dumps(doc)) == [("a", "b")]
 
 
 def test_memory_counter_track():
     doc = render_trace(_report())
     counters = [ev for ev in doc["traceEvents"] if ev["ph"] == "C" and ev["pid"] == 2]
     assert max(ev["args"]["bytes"] for ev in counters) == 458752
+
+
+@cache
+def _load(path: Path):
+    from commopt.io import load_graph
+
+    return load_graph(path)
+
+
+@pytest.mark.parametrize("path", SAMPLE_GRAPHS + CORPUS_GRAPHS,
+                         ids=lambda p: str(p.relative_to(REPO / "sample_graphs")))
+def test_trace_of_every_sample_and_corpus_graph(path, tmp_path):
+    """Before (the graph's order) and after (waits sunk): valid JSON, no slice overlapping
+    another on any track, a flow from every collective to its wait, lanes named by mesh
+    dimension where the groups record one."""
+    from commopt.estimators import resolve
+
+    g = _load(path)
+    r = build_report(g, g.original_order, sunk_order(g), resolve(None).durations(g),
+                     estimator_name="analytical")
+    out = tmp_path / "trace.json"
+    write_trace(r, out)
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    validate_trace(doc)
+    check_collective_flows(r, doc)
+    names = {ev["args"]["name"] for ev in doc["traceEvents"]
+             if ev["ph"] == "M" and ev["name"] == "thread_name"}
+    for group in g.groups.values():
+        if any(c.group == group.name for c in r.before.collectives) and group.mesh_dim:
+            assert f"{group.mesh_dim} ({group.size} ranks)" in names

@@ -3,7 +3,8 @@
   var NS = "http://www.w3.org/2000/svg";
   var D = JSON.parse(document.getElementById("commopt-data").textContent);
   var ROW_H = 20, ROW_GAP = 3, AXIS_H = 18, MEM_H = 60, MIN_PX = 1.5, AGG_PX = 3;
-  var MAX_ZOOM = 65536;
+  // browsers lay out at most ~2^25 px; stay well inside so positions stay exact
+  var MAX_PX = 16777216;
   var KINDS = ["compute", "collective", "wait"];
   var zoom = 1;
   var panels = [];
@@ -44,15 +45,16 @@
         var h = lane.rows * (ROW_H + ROW_GAP) + ROW_GAP;
         var label = document.createElement("div");
         label.style.height = h + "px";
-        label.textContent = lane.name;
-        label.title = lane.name + ": " + lane.events + " spans";
+        label.textContent = lane.title;
+        label.title = lane.title + (lane.group !== null ? " (c10d group " + lane.group + ")" : "") +
+          ": " + lane.events + " spans";
         labels.appendChild(label);
         var bg = el("rect", {"class": "lane-bg" + (li % 2 ? " odd" : ""), x: 0, y: y, height: h}, svg);
         var g = el("g", {"class": "lane", "data-lane": lane.name, "data-events": lane.events,
                          "data-rows": lane.rows, transform: "translate(0," + (y + ROW_GAP) + ")"}, svg);
         var maxDur = 0, ev = lane.ev;
         for (var k = 0; k < ev.length; k += 5) { maxDur = Math.max(maxDur, ev[k + 1] - ev[k]); }
-        p.lanes.push({lane: lane, g: g, bg: bg, maxDur: maxDur});
+        p.lanes.push({lane: lane, g: g, bg: bg, maxDur: maxDur, y: y + ROW_GAP});
         y += h;
       });
       var memLabel = document.createElement("div");
@@ -61,20 +63,31 @@
       labels.appendChild(memLabel);
       p.memBg = el("rect", {"class": "lane-bg", x: 0, y: y, height: MEM_H}, svg);
       p.mem = el("polyline", {"class": "mem"}, svg);
+      p.memAxis = el("g", {"class": "mem-axis"}, svg);
       p.memY = y;
       y += MEM_H;
       p.height = y;
+      p.linkLayer = el("g", {"class": "links"}, svg);
       svg.setAttribute("height", y);
-      svg.addEventListener("mouseover", function (e) { showTip(p, e); });
+      // collective -> wait links of this schedule, by collective node and by wait node
+      p.linkOf = {};
+      for (var k = 0; k < s.links.length; k += 6) {
+        p.linkOf[s.links[k]] = k;
+        if (s.links[k + 1] >= 0) p.linkOf[s.links[k + 1]] = k;
+      }
+      svg.addEventListener("mouseover", function (e) { if (!drag) { showTip(p, e); showLink(p, e); } });
       svg.addEventListener("mousemove", moveTip);
-      svg.addEventListener("mouseout", function () { tip.style.display = "none"; });
+      svg.addEventListener("mouseout", function () { tip.style.display = "none"; clearLink(); });
+      svg.addEventListener("dblclick", function (e) { zoomToSpan(p, e); });
       scroll.addEventListener("scroll", function () { onScroll(p); });
       scroll.addEventListener("wheel", onWheel, {passive: false});
+      scroll.addEventListener("mousedown", function (e) { startDrag(p, e); });
       panels.push(p);
     });
   }
 
   function baseWidth() { return Math.max(200, panels.length ? panels[0].scroll.clientWidth : 800); }
+  function maxZoom() { return Math.max(1, Math.floor(MAX_PX / baseWidth())); }
   function fullWidth() { return baseWidth() * zoom; }
 
   function lowerBound(ev, t) {
@@ -92,9 +105,11 @@
     var pending = [];
     function kindOf(k) { return ev[k * 5 + 4] === 1 ? "exposed" : KINDS[D.nodes.kind[ev[k * 5 + 2]]]; }
     function rect(x, w, row, cls, first, last, count) {
-      el("rect", {"class": "ev " + cls, x: x.toFixed(2), y: row * (ROW_H + ROW_GAP),
-                  width: Math.max(w, 1).toFixed(2), height: ROW_H,
-                  "data-i": first, "data-j": last, "data-n": count}, g);
+      var attrs = {"class": "ev " + cls, x: x.toFixed(2), y: row * (ROW_H + ROW_GAP),
+                   width: Math.max(w, 1).toFixed(2), height: ROW_H,
+                   "data-i": first, "data-j": last, "data-n": count};
+      if (count === 1) attrs["data-node"] = ev[first * 5 + 2];
+      el("rect", attrs, g);
     }
     function flush(row) {
       var a = pending[row];
@@ -141,6 +156,18 @@
     }
   }
 
+  function drawMemAxis(p, x0) {
+    // a byte scale at the visible left edge: 0, half and the peak of both schedules
+    var a = p.memAxis, peak = D.mem_peak || 1, top = p.memY + 4, h = MEM_H - 8;
+    while (a.firstChild) a.removeChild(a.firstChild);
+    [0, 0.5, 1].forEach(function (f) {
+      var y = top + h - f * h;
+      el("line", {"class": "mem-tick", x1: x0, x2: x0 + 6, y1: y.toFixed(1), y2: y.toFixed(1)}, a);
+      var t = el("text", {x: x0 + 8, y: (y + (f === 1 ? 9 : f === 0 ? -1 : 3)).toFixed(1)}, a);
+      t.textContent = bytes(f * peak);
+    });
+  }
+
   function drawMemory(p, pxPerUs) {
     var mem = p.s.mem, peak = D.mem_peak || 1, pts = [], prevY = null;
     var top = p.memY + 4, h = MEM_H - 8;
@@ -163,11 +190,15 @@
     p.memBg.setAttribute("width", W);
     drawAxis(p, pxPerUs, t0, t1);
     drawMemory(p, pxPerUs);
+    drawMemAxis(p, x0);
   }
+
+  function zoomText(z) { return (z >= 10 || z === Math.round(z) ? Math.round(z) : z.toFixed(1)) + "x"; }
 
   function renderAll() {
     panels.forEach(render);
-    document.getElementById("zoom").textContent = zoom + "x";
+    document.getElementById("zoom").textContent = zoomText(zoom);
+    if (found !== null) markFound();
   }
 
   var pending = false;
@@ -183,7 +214,7 @@
   }
 
   function setZoom(z, anchorFrac) {
-    z = Math.max(1, Math.min(MAX_ZOOM, z));
+    z = Math.max(1, Math.min(maxZoom(), z));
     var p = panels[0];
     if (!p) return;
     var vw = p.scroll.clientWidth, frac = anchorFrac === undefined ? 0.5 : anchorFrac;
@@ -196,11 +227,129 @@
     renderAll();
   }
 
+  // zoom so that [t0, t1] fills about an eighth of the view, centred on it
+  function zoomTo(t0, t1) {
+    var p = panels[0];
+    if (!p) return;
+    var span = Math.max(t1 - t0, D.span_us / (maxZoom() * 8), 1e-9);
+    zoom = Math.max(1, Math.min(maxZoom(), D.span_us / (span * 8)));
+    var W = fullWidth(), vw = p.scroll.clientWidth, x = (t0 + t1) / 2 * W / D.span_us;
+    panels.forEach(function (q) { q.svg.setAttribute("width", W); });
+    syncing = true;
+    panels.forEach(function (q) { q.scroll.scrollLeft = Math.max(0, x - vw / 2); });
+    syncing = false;
+    renderAll();
+  }
+
+  function eventOf(p, t) {
+    if (!t.hasAttribute || !t.hasAttribute("data-node")) return null;
+    var lane = t.parentNode.getAttribute("data-lane");
+    var pl = p.lanes.filter(function (q) { return q.lane.name === lane; })[0];
+    var i = +t.getAttribute("data-i");
+    return {pl: pl, node: pl.lane.ev[i * 5 + 2], t0: pl.lane.ev[i * 5], t1: pl.lane.ev[i * 5 + 1]};
+  }
+
+  function zoomToSpan(p, e) {
+    var hit = eventOf(p, e.target);
+    if (hit) zoomTo(hit.t0, hit.t1);
+  }
+
+  // find a node by name (exact, else the first that contains the text) and zoom to it
+  var found = null;
+  function markFound() {
+    panels.forEach(function (p) {
+      var old = p.svg.querySelectorAll("rect.found");
+      for (var k = 0; k < old.length; k++) old[k].classList.remove("found");
+      var r = p.svg.querySelectorAll('rect[data-node="' + found + '"]');
+      for (var m = 0; m < r.length; m++) r[m].classList.add("found");
+    });
+  }
+  function findNode(text) {
+    var names = D.nodes.name, node = names.indexOf(text);
+    if (node < 0 && text) {
+      for (var k = 0; k < names.length; k++) { if (names[k].indexOf(text) >= 0) { node = k; break; } }
+    }
+    var box = document.getElementById("find");
+    box.classList.toggle("missing", node < 0);
+    if (node < 0) return false;
+    for (var pi = panels.length - 1; pi >= 0; pi--) {
+      var lanes = panels[pi].s.lanes;
+      for (var li = 0; li < lanes.length; li++) {
+        var ev = lanes[li].ev;
+        for (var i = 0; i < ev.length; i += 5) {
+          if (ev[i + 2] === node) { found = node; zoomTo(ev[i], ev[i + 1]); return true; }
+        }
+      }
+    }
+    box.classList.add("missing");
+    return false;
+  }
+
+  // hovering a collective (or an exposed wait) highlights its partner and draws the link
+  // issue (compute) -> collective (its group's lane) -> wait (compute)
+  function clearLink() {
+    panels.forEach(function (p) {
+      while (p.linkLayer.firstChild) p.linkLayer.removeChild(p.linkLayer.firstChild);
+      var lit = p.svg.querySelectorAll("rect.linked");
+      for (var k = 0; k < lit.length; k++) lit[k].classList.remove("linked");
+    });
+  }
+  function showLink(p, e) {
+    clearLink();
+    var hit = eventOf(p, e.target);
+    if (!hit || !(hit.node in p.linkOf)) return;
+    var L = p.s.links, k = p.linkOf[hit.node], coll = L[k], wait = L[k + 1];
+    var pxPerUs = fullWidth() / D.span_us, cy = p.lanes[0].y + ROW_H / 2, gy = cy;
+    var laneName = "comm:" + D.nodes.group[coll];
+    p.lanes.forEach(function (pl) {
+      if (pl.lane.name !== laneName) return;
+      gy = pl.y + ROW_H / 2;
+      var r = pl.g.querySelector('rect[data-node="' + coll + '"]');
+      if (r) { r.classList.add("linked"); gy = pl.y + +r.getAttribute("y") + ROW_H / 2; }
+    });
+    if (wait >= 0) {
+      var w = p.lanes[0].g.querySelector('rect[data-node="' + wait + '"]');
+      if (w) w.classList.add("linked");
+    }
+    var pts = [[L[k + 2], cy], [L[k + 3], gy], [L[k + 4], gy]];
+    if (L[k + 5] >= 0) pts.push([Math.max(L[k + 5], L[k + 4]), cy]);
+    el("polyline", {"class": "link", "data-collective": coll, points: pts.map(function (q) {
+      return (q[0] * pxPerUs).toFixed(1) + "," + q[1].toFixed(1);
+    }).join(" ")}, p.linkLayer);
+    pts.forEach(function (q) {
+      el("circle", {"class": "link-end", cx: (q[0] * pxPerUs).toFixed(1), cy: q[1].toFixed(1), r: 3},
+         p.linkLayer);
+    });
+  }
+
+  // drag the timeline to pan it
+  var drag = null;
+  function startDrag(p, e) {
+    if (e.button !== 0 || e.target === p.scroll) return;  // not the native scrollbar
+    drag = {p: p, x: e.clientX, left: p.scroll.scrollLeft, moved: false};
+    document.body.classList.add("dragging");
+  }
+  window.addEventListener("mousemove", function (e) {
+    if (!drag) return;
+    var dx = e.clientX - drag.x;
+    if (Math.abs(dx) > 2) drag.moved = true;
+    if (drag.moved) { drag.p.scroll.scrollLeft = drag.left - dx; tip.style.display = "none"; }
+  });
+  window.addEventListener("mouseup", function () {
+    drag = null;
+    document.body.classList.remove("dragging");
+  });
+
   function onWheel(e) {
-    if (!e.ctrlKey) return;
+    if (!e.ctrlKey && !e.metaKey) return;
     e.preventDefault();
     var box = e.currentTarget.getBoundingClientRect();
     setZoom(e.deltaY < 0 ? zoom * 2 : zoom / 2, (e.clientX - box.left) / box.width);
+  }
+
+  function groupTitle(p, group) {
+    var pl = p.lanes.filter(function (q) { return q.lane.name === "comm:" + group; })[0];
+    return pl ? pl.lane.title + ", c10d group " + group : group;
   }
 
   function showTip(p, e) {
@@ -215,7 +364,7 @@
       text = N.name[node] + "\n" + D.ops[N.op[node]] + " (" + KINDS[N.kind[node]] + ")" +
         (ev[i * 5 + 4] === 1 ? "\nexposed: compute idle " + us(dur) : "\nduration " + us(dur)) +
         "\n" + us(ev[i * 5]) + " to " + us(ev[i * 5 + 1]) + "\nbytes " + bytes(N.bytes[node]) +
-        (N.group[node] ? "\ngroup " + N.group[node] : "");
+        (N.group[node] ? "\ngroup " + groupTitle(p, N.group[node]) : "");
     } else {
       var busy = 0, exposed = 0;
       for (var k = i; k <= j; k++) {
@@ -239,6 +388,9 @@
   document.getElementById("zoom-in").addEventListener("click", function () { setZoom(zoom * 2); });
   document.getElementById("zoom-out").addEventListener("click", function () { setZoom(zoom / 2); });
   document.getElementById("zoom-fit").addEventListener("click", function () { setZoom(1); });
+  document.getElementById("find").addEventListener("keydown", function (e) {
+    if (e.key === "Enter") findNode(e.target.value.trim());
+  });
   window.addEventListener("resize", renderAll);
   setup();
   renderAll();
