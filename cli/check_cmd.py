@@ -7,9 +7,16 @@ from pathlib import Path
 
 import click
 
-from commopt.cli.app import App
+from commopt.cli.app import App, echo
 from commopt.cli.estimator_options import estimator_options, options_from_cli
-from commopt.cli.options import emit_json, format_option, graph_argument, group_options, pass_app
+from commopt.cli.options import (
+    check_outputs,
+    emit_json,
+    format_option,
+    graph_argument,
+    group_options,
+    pass_app,
+)
 
 
 @click.command("check")
@@ -43,6 +50,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
     from commopt import atomic, gate
     from commopt.api import optimize
     from commopt.errors import ExitCode
+    from commopt.outputs import estimator_inputs
     from commopt.schemas.check import CheckMetrics
 
     cfg = app.config.with_overrides({
@@ -51,6 +59,14 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
         "passes": passes, "max_memory_increase": max_memory_increase,
     })
     est = options_from_cli(app.config, estimator_values)
+    check_outputs(app, {"--markdown": markdown_file},
+                  {"GRAPH": graph, "--baseline": baseline, "--groups": groups_file},
+                  estimator_inputs(est), step_summary=True)
+    # --max-regression without --baseline is an error; a config file's value is only a default
+    regression = cfg.get("max_regression") if baseline is not None else max_regression
+    gate.check_thresholds(max_exposed_comm_us=cfg.get("max_exposed_comm_us"),
+                          min_overlap=cfg.get("min_overlap"), max_peak_memory=cfg.get("max_peak_memory"),
+                          max_regression=regression, has_baseline=baseline is not None)
     base = gate.load_baseline(baseline) if baseline is not None else None
     kwargs = {}
     if cfg.get("max_memory_increase") is not None:
@@ -67,7 +83,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
     metrics = CheckMetrics(
         makespan_us=numbers.makespan_us, exposed_comm_us=numbers.exposed_comm_us,
         overlap_ratio=numbers.overlap_ratio, peak_memory_bytes=numbers.peak_memory_bytes,
-        lower_bound_us=s.lower_bound_us,
+        lower_bound_us=s.lower_bound_us, graph_digest=s.graph_digest,
     )
     outcomes = gate.evaluate(
         metrics,
@@ -75,7 +91,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
         min_overlap=cfg.get("min_overlap"),
         max_peak_memory=cfg.get("max_peak_memory"),
         baseline=base,
-        max_regression=cfg.get("max_regression"),
+        max_regression=regression,
     )
     res = gate.result(graph, s.estimator, not as_is, metrics, outcomes, base)
     md = gate.markdown(res)
@@ -87,11 +103,11 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
             fh.write(md + "\n")
     if os.environ.get("GITHUB_ACTIONS"):
         for line in gate.github_annotations(res):
-            click.echo(line)
+            echo(line, one_line=True)
     if fmt == "json":
         emit_json(app, res)
     else:
-        click.echo(res.verdict)
+        echo(res.verdict)
         for o in res.checks:
             app.debug(f"  {'ok  ' if o.passed else 'FAIL'} {o.name}: {o.message}")
     if not res.passed:

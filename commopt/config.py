@@ -79,6 +79,12 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise CommoptError(f"invalid TOML: {exc}", file=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise CommoptError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=str(path)) from None
+    except RecursionError:
+        raise CommoptError("invalid TOML: nested too deeply", file=str(path)) from None
+    except ValueError as exc:  # an integer beyond int_max_str_digits
+        raise CommoptError(f"invalid TOML: {str(exc).split(':')[0].lower()}", file=str(path)) from None
     except OSError as exc:
         raise CommoptError(f"cannot read: {exc.strerror}", file=str(path)) from None
 

@@ -8,12 +8,18 @@ CLI, the Python API and tests. A regression is measured relative to the baseline
 
 from __future__ import annotations
 
-import json
+import hashlib
+import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from commopt.errors import CommoptError
+from pydantic import ValidationError
+
+from commopt.errors import CommoptError, OptionError
 from commopt.schemas.check import CheckMetrics, CheckOutcome, CheckResult
+
+if TYPE_CHECKING:
+    from commopt.ir.graph import Graph
 
 #: Absolute slack for comparisons against a zero baseline (microseconds).
 ABS_TOLERANCE_US = 0.5
@@ -31,7 +37,17 @@ def evaluate(
     baseline: CheckMetrics | None = None,
     max_regression: float | None = None,
 ) -> list[CheckOutcome]:
-    """Every requested check, in a fixed order (thresholds, then baseline comparisons)."""
+    """Every requested check, in a fixed order (thresholds, then baseline comparisons).
+
+    Thresholds must be finite numbers (a NaN compares false with everything and would fail
+    or pass by accident), ``max_regression`` needs a ``baseline``, and a baseline must be of
+    the same program (:func:`graph_identity`): each is an :class:`OptionError` (exit 2).
+    """
+    check_thresholds(max_exposed_comm_us=max_exposed_comm_us, min_overlap=min_overlap,
+                     max_peak_memory=max_peak_memory, max_regression=max_regression,
+                     has_baseline=baseline is not None)
+    if baseline is not None:
+        check_same_graph(metrics, baseline)
     out: list[CheckOutcome] = []
     if max_exposed_comm_us is not None:
         v = metrics.exposed_comm_us
@@ -56,6 +72,49 @@ def evaluate(
                 f"{name} {new:,.1f} us vs baseline {base:,.1f} us ({change:+.1f}%, allowed +{pct:g}%)",
             ))
     return out
+
+
+def check_thresholds(*, max_exposed_comm_us: float | None = None, min_overlap: float | None = None,
+                     max_peak_memory: int | None = None, max_regression: float | None = None,
+                     has_baseline: bool = False) -> None:
+    """:class:`OptionError` (exit 2) for a threshold that is not a finite number >= 0 (NaN
+    compares false with everything: the gate would fail or pass by accident), an overlap
+    above 1, or ``max_regression`` without a baseline (it would be silently ignored)."""
+    for option, value in (("--max-exposed-comm-us", max_exposed_comm_us), ("--min-overlap", min_overlap),
+                          ("--max-peak-memory", max_peak_memory), ("--max-regression", max_regression)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value < 0):
+            raise OptionError(f"{value!r} is not a finite number >= 0", field=option)
+    if min_overlap is not None and min_overlap > 1:
+        raise OptionError(f"{min_overlap!r} is not a fraction in [0, 1]", field="--min-overlap")
+    if max_regression is not None and not has_baseline:
+        raise OptionError("--max-regression compares against a baseline: give --baseline FILE",
+                          field="--max-regression")
+
+
+def graph_identity(graph: Graph) -> str:
+    """sha256 (hex) of the program a graph is: its node names, kinds and ops, sorted.
+
+    Neither the order (an optimized graph is the same program) nor sizes, durations or
+    groups take part, so a baseline stays comparable while the numbers it gates change; a
+    baseline made from another program has another identity (:func:`check_same_graph`).
+    """
+    lines = sorted(f"{n.kind.label}\t{n.op}\t{n.name}" for n in graph.nodes)
+    h = hashlib.sha256()
+    for line in lines:
+        h.update(line.encode("utf-8", "surrogatepass"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def check_same_graph(metrics: CheckMetrics, baseline: CheckMetrics) -> None:
+    """:class:`OptionError` when the baseline's numbers are of another program than
+    ``metrics`` (both identities known and different): comparing them would be meaningless."""
+    a, b = metrics.graph_digest, baseline.graph_digest
+    if a is not None and b is not None and a != b:
+        raise OptionError(
+            f"the baseline is from another graph (identity {b[:12]}..., this graph is {a[:12]}...): "
+            "make the baseline with 'commopt optimize' on this graph", field="--baseline")
 
 
 def _outcome(name: str, value: float, limit: float, passed: bool, message: str) -> CheckOutcome:
@@ -83,31 +142,44 @@ def result(graph: str, estimator: str, optimized: bool, metrics: CheckMetrics,
 
 def load_baseline(path: str | Path) -> CheckMetrics:
     """Metrics from a baseline: a ``summary.json`` written by ``commopt optimize`` (its
-    after-optimization numbers) or a ``commopt check --format json`` document."""
+    after-optimization numbers) or a ``commopt check --format json`` document. Every number
+    must be finite and >= 0; errors name the file and field (exit 2)."""
+    from commopt.io.json_graph import read_json_file
+
     p = Path(path)
-    try:
-        doc: Any = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CommoptError("no such baseline file", file=str(p)) from None
-    except json.JSONDecodeError as exc:
-        raise CommoptError(f"invalid JSON: {exc.msg}", file=str(p), line=exc.lineno, column=exc.colno) from None
+    if not p.exists():
+        raise CommoptError("no such baseline file", file=str(p), field="--baseline")
+    doc: Any = read_json_file(p, error=CommoptError)
     if not isinstance(doc, dict):
         raise CommoptError("a baseline is a JSON object", file=str(p))
     if "metrics" in doc and "checks" in doc:
-        return CheckMetrics.model_validate(doc["metrics"])
+        raw, where = doc["metrics"], "metrics"
+    else:
+        after = doc.get("after")
+        if not isinstance(after, dict):
+            raise CommoptError("not a commopt summary.json or check result (missing 'after')",
+                               file=str(p))
+        raw = {k: after.get(k) for k in ("makespan_us", "exposed_comm_us", "overlap_ratio",
+                                         "peak_memory_bytes")}
+        raw["lower_bound_us"] = doc.get("lower_bound_us")
+        raw["graph_digest"] = doc.get("graph_digest")
+        where = "after"
     try:
-        after = doc["after"]
-        return CheckMetrics(
-            makespan_us=after["makespan_us"],
-            exposed_comm_us=after["exposed_comm_us"],
-            overlap_ratio=after["overlap_ratio"],
-            peak_memory_bytes=after["peak_memory_bytes"],
-            lower_bound_us=doc.get("lower_bound_us"),
-        )
-    except (KeyError, TypeError) as exc:
-        raise CommoptError(
-            f"not a commopt summary.json or check result (missing {exc})", file=str(p)
-        ) from None
+        metrics = CheckMetrics.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        if loc in ("lower_bound_us", "graph_digest"):
+            where = ""
+        field = f"{where}.{loc}" if where and loc else loc or where
+        raise CommoptError(f"not a commopt summary.json or check result: {err['msg']}",
+                           file=str(p), field=field) from None
+    for name in ("makespan_us", "exposed_comm_us", "peak_memory_bytes", "lower_bound_us"):
+        v = getattr(metrics, name)
+        if v is not None and not (math.isfinite(v) and v >= 0):
+            raise CommoptError(f"{v!r} is not a finite number >= 0", file=str(p),
+                               field=f"{where}.{name}" if name != "lower_bound_us" else name)
+    return metrics
 
 
 def markdown(res: CheckResult) -> str:

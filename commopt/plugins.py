@@ -107,13 +107,17 @@ class Registry(Generic[T]):
             raise PluginError(f"{self.kind} {name!r} is broken: {entry.error}", field=self.field)
         try:
             target = import_target(entry.target)
-        except Exception as exc:  # a plug-in may fail any way; report it, do not crash
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # any way, SystemExit included; report it, do not crash
             self._errors[name] = f"failed to import: {type(exc).__name__}: {exc}"
         else:
             try:
                 self._loaded[name] = self._check(name, target)
                 return self._loaded[name]
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 self._errors[name] = f"{type(exc).__name__}: {exc}"
         raise PluginError(f"{self.kind} {name!r} from {entry.source} is broken: {self._errors[name]}",
                           field=self.field) from None
@@ -122,7 +126,9 @@ class Registry(Generic[T]):
         """The checked object a ``package.module:attr`` reference names (a one-off plug-in)."""
         try:
             return self._check(target, import_target(target))
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             raise PluginError(f"cannot load {self.kind} {target!r}: {type(exc).__name__}: {exc}",
                               field=self.field) from None
 

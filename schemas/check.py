@@ -13,6 +13,8 @@ class CheckMetrics(BaseModel):
     overlap_ratio: float = Field(ge=0, le=1)
     peak_memory_bytes: int
     lower_bound_us: float | None = None
+    graph_digest: str | None = Field(
+        None, description="identity of the program the numbers are for (see summary.json)")
 
 
 class CheckOutcome(BaseModel):

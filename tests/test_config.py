@@ -58,3 +58,22 @@ def test_config_command_shows_sources(tmp_path: Path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert '"source": "' + str(tmp_path / "commopt.toml") + '"' in result.output
     assert '"value": 5.0' in result.output
+
+
+@pytest.mark.parametrize("name", ["commopt.toml", "pyproject.toml"])
+@pytest.mark.parametrize("data, message", [
+    (b'hardware = "\xe9"\n', "not UTF-8 text"),
+    (b"max_peak_memory = " + b"9" * 5000 + b"\n", "4300 digits"),
+    (b"x = " + b"[" * 50_000 + b"]" * 50_000 + b"\n", "nested too deeply"),
+])
+def test_unreadable_config_is_one_line_exit_2(tmp_path: Path, monkeypatch, name: str, data: bytes, message: str):
+    """Each crashed with a traceback (exit 3) before."""
+    if name == "pyproject.toml":
+        data = b"[tool.commopt]\n" + data
+    (tmp_path / name).write_bytes(data)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["config"])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and name in lines[0] and message in lines[0], result.stderr
+    assert "Traceback" not in result.output

@@ -1,16 +1,19 @@
 """The CI gate: thresholds, baseline regressions, verdict and annotations."""
 
+import dataclasses
 import json
+from types import SimpleNamespace
 
 import pytest
 
 from commopt import gate
-from commopt.errors import CommoptError
+from commopt.errors import CommoptError, OptionError
 from commopt.schemas.check import CheckMetrics
 
 
-def _m(exposed=100.0, makespan=1000.0, overlap=0.8, peak=1 << 20):
-    return CheckMetrics(makespan_us=makespan, exposed_comm_us=exposed, overlap_ratio=overlap, peak_memory_bytes=peak)
+def _m(exposed=100.0, makespan=1000.0, overlap=0.8, peak=1 << 20, digest=None):
+    return CheckMetrics(makespan_us=makespan, exposed_comm_us=exposed, overlap_ratio=overlap, peak_memory_bytes=peak,
+                        graph_digest=digest)
 
 
 def test_thresholds_pass_and_fail_independently():
@@ -59,3 +62,67 @@ def test_baseline_from_summary_and_from_check_result(tmp_path):
     bad.write_text('{"x": 1}')
     with pytest.raises(CommoptError, match="not a commopt summary.json"):
         gate.load_baseline(bad)
+
+
+@pytest.mark.parametrize("kwargs, option", [
+    ({"max_exposed_comm_us": float("nan")}, "--max-exposed-comm-us"),
+    ({"min_overlap": float("nan")}, "--min-overlap"),
+    ({"max_peak_memory": float("inf")}, "--max-peak-memory"),
+    ({"max_exposed_comm_us": -1.0}, "--max-exposed-comm-us"),
+    ({"min_overlap": 1.5}, "--min-overlap"),
+])
+def test_thresholds_that_cannot_be_compared_are_option_errors(kwargs, option):
+    with pytest.raises(OptionError) as err:
+        gate.evaluate(_m(), **kwargs)
+    assert err.value.field == option
+
+
+def test_max_regression_needs_a_baseline():
+    with pytest.raises(OptionError, match="--baseline"):
+        gate.evaluate(_m(), max_regression=5)
+    assert gate.evaluate(_m(), baseline=_m(), max_regression=5)[0].passed
+
+
+def test_graph_identity_ignores_order_sizes_and_timings_but_not_the_program(samples_dir):
+    from commopt.io import load_graph
+
+    g = load_graph(samples_dir / "ws2" / "ddp.json")
+    bigger = [dataclasses.replace(n, duration_us=3.0, collective=dataclasses.replace(
+        n.collective, in_bytes=n.collective.in_bytes * 1000) if n.collective else None) for n in g.nodes]
+    same = SimpleNamespace(nodes=bigger[::-1])  # another order, other sizes and timings
+    assert gate.graph_identity(same) == gate.graph_identity(g)
+    renamed = SimpleNamespace(nodes=[dataclasses.replace(bigger[0], name="other"), *bigger[1:]])
+    assert gate.graph_identity(renamed) != gate.graph_identity(g)
+    assert gate.graph_identity(load_graph(samples_dir / "ws2" / "fsdp.json")) != gate.graph_identity(g)
+
+
+def test_a_baseline_of_another_graph_is_refused_and_an_old_one_without_identity_is_compared():
+    with pytest.raises(OptionError, match="another graph"):
+        gate.evaluate(_m(digest="a" * 64), baseline=_m(digest="b" * 64))
+    assert gate.evaluate(_m(digest="a" * 64), baseline=_m())[0].passed
+
+
+@pytest.mark.parametrize("text, field", [
+    ('{"after": {"makespan_us": "x", "exposed_comm_us": 1, "overlap_ratio": 0, "peak_memory_bytes": 1}}',
+     "after.makespan_us"),
+    ('{"after": {"makespan_us": -1, "exposed_comm_us": 1, "overlap_ratio": 0, "peak_memory_bytes": 1}}',
+     "after.makespan_us"),
+    ('{"after": {"makespan_us": 1, "exposed_comm_us": 1, "overlap_ratio": 0, "peak_memory_bytes": 1},'
+     ' "lower_bound_us": -5}', "lower_bound_us"),
+])
+def test_baseline_numbers_are_checked_naming_the_field(tmp_path, text, field):
+    p = tmp_path / "base.json"
+    p.write_text(text)
+    with pytest.raises(CommoptError) as err:
+        gate.load_baseline(p)
+    assert err.value.field == field and err.value.file == str(p)
+
+
+@pytest.mark.parametrize("data, message", [
+    (b'{"after": NaN}', "NaN"), (b'{"after": "\xff"}', "not UTF-8"), (b"", "empty"),
+])
+def test_unreadable_baselines_are_user_errors(tmp_path, data, message):
+    p = tmp_path / "base.json"
+    p.write_bytes(data)
+    with pytest.raises(CommoptError, match=message):
+        gate.load_baseline(p)

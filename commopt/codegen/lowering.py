@@ -17,6 +17,7 @@ from commopt.codegen.out_variants import WriteMode
 from commopt.codegen.slots import Slot
 from commopt.codegen.spec import EmulatedSpec
 from commopt.errors import GraphError
+from commopt.ir import validate
 from commopt.ir.args import Symbol, iter_refs
 from commopt.ir.graph import DTYPE_BYTES, Graph, Node, NodeKind, Ref, TensorMeta
 
@@ -50,13 +51,9 @@ def collective_sources(node: Node) -> list[int]:
 
 
 def check_tensor(graph: Graph, node: Node, meta: TensorMeta) -> None:
-    """A tensor the runner allocates: a known dtype and non-negative integer sizes."""
-    if meta.dtype not in DTYPE_BYTES:
-        raise GraphError(f"unknown dtype {meta.dtype!r}", file=graph.source_path, node=node.name,
-                         field="outputs")
-    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in meta.shape):
-        raise GraphError("shapes must be non-negative integers", file=graph.source_path,
-                         node=node.name, field="outputs")
+    """A tensor the runner allocates, checked as every loader checks tensors
+    (:func:`commopt.ir.validate.check_tensor`); also covers tensors codegen derives."""
+    validate.check_tensor(meta, file=graph.source_path, node=node.name)
 
 
 class Lowering:

@@ -29,6 +29,27 @@ class EstimatorError(CommoptError):
     """An estimator could not be built or failed on a node."""
 
 
+def duration_value(label: str, value: object, *, node: str | None = None) -> float:
+    """``value`` (what estimator ``label`` returned) as a duration in microseconds: a real
+    number (not a string or bool), finite and >= 0; else an :class:`EstimatorError` naming
+    the estimator and node, since the simulator and every output need finite numbers."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise EstimatorError(f"estimator {label!r} returned {shown} ({type(value).__name__}); "
+                             "a duration is a number of microseconds", node=node, field="--estimator")
+    try:
+        out = float(value)
+    except OverflowError:
+        out = math.inf
+    if not (out >= 0.0 and math.isfinite(out)):
+        shown = repr(out) if math.isfinite(out) or out != out or not isinstance(value, int) \
+            else f"an integer of {len(str(abs(value)))} digits"
+        raise EstimatorError(f"estimator {label!r} returned {shown}; durations are finite and >= 0",
+                             node=node, field="--estimator")
+    return out
+
+
 @runtime_checkable
 class Estimator(Protocol):
     """Gives a node's duration in microseconds, or None to defer to the next estimator."""
@@ -77,21 +98,15 @@ class EstimatorChain:
         for est in self.estimators:
             try:
                 value = est.estimate(node, graph)
-            except CommoptError:
+            except (CommoptError, KeyboardInterrupt):
                 raise
-            except Exception as exc:
+            except BaseException as exc:  # SystemExit too: a plug-in must not end the run
                 raise EstimatorError(
                     f"estimator {est.name!r} failed: {type(exc).__name__}: {exc}", node=node.name
                 ) from exc
             if value is None:
                 continue
-            value = float(value)
-            if not (value >= 0.0 and math.isfinite(value)):
-                raise EstimatorError(
-                    f"estimator {est.name!r} returned {value!r}; durations are finite and >= 0",
-                    node=node.name,
-                )
-            return value, est.name
+            return duration_value(est.name, value, node=node.name), est.name
         raise EstimatorError(
             f"no estimator in the chain {self.name!r} gave a duration", node=node.name
         )

@@ -20,14 +20,15 @@ Every sample carries the profiler step (``ProfilerStep#N``) its launch fell in.
 from __future__ import annotations
 
 import gzip
-import json
 import math
+import zlib
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from commopt.errors import CommoptError
+from commopt.ir.validate import MAX_DURATION_US, MAX_TENSOR_BYTES, MAX_WORLD_SIZE
 
 
 class TraceError(CommoptError):
@@ -124,7 +125,10 @@ class KinetoTrace:
 
 
 def read_trace_json(path: str | Path) -> dict[str, Any]:
-    """The trace's top-level object (``.gz`` or plain); TraceError when it is not Kineto JSON."""
+    """The trace's top-level object (``.gz`` or plain); TraceError when it is not Kineto JSON
+    (read like every JSON input: :func:`commopt.io.json_graph.parse_json_bytes`)."""
+    from commopt.io.json_graph import parse_json_bytes
+
     p = Path(path)
     if not p.is_file():
         raise TraceError("no such trace file", file=str(p))
@@ -132,9 +136,14 @@ def read_trace_json(path: str | Path) -> dict[str, Any]:
         raw = p.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
-        data = json.loads(raw)
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:
         raise TraceError(f"not a Kineto trace (JSON expected): {exc}", file=str(p)) from None
+    try:
+        data = parse_json_bytes(raw, file=str(p), error=TraceError)
+    except TraceError as exc:
+        exc.message = f"not a Kineto trace (JSON expected): {exc.message}"
+        exc.args = (exc.message,)
+        raise
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise TraceError("not a Kineto trace: no 'traceEvents' list at the top level", file=str(p))
     return data
@@ -149,8 +158,11 @@ def _tensor_inputs(args: dict[str, Any]) -> tuple[tuple[tuple[int, ...], ...], t
     dtypes: list[str] = []
     for d, t in zip(dims, types, strict=False):
         dt = trace_dtype(t) if isinstance(t, str) else None
-        if dt is None or not isinstance(d, list) or any(not isinstance(x, int) for x in d):
+        if dt is None or not isinstance(d, list) or any(type(x) is not int for x in d):
             continue
+        if any(x < 0 for x in d) or math.prod(d) > MAX_TENSOR_BYTES:
+            raise TraceError(f"'Input Dims' {_shown(d)}: sizes are non-negative integers, at most "
+                             f"{MAX_TENSOR_BYTES:,} elements in all", field="args.Input Dims")
         shapes.append(tuple(d))
         dtypes.append(dt)
     return tuple(shapes), tuple(dtypes)
@@ -186,17 +198,91 @@ def _enclosing_stacks(events: list[dict[str, Any]], times: list[float]) -> dict[
 def parse_trace(path: str | Path) -> KinetoTrace:
     """Read a Kineto trace into collective and compute samples (see the module docstring)."""
     data = read_trace_json(path)
-    events = [e for e in data["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"
-              and isinstance(e.get("ts"), (int, float))]
-    dist = data.get("distributedInfo") or {}
-    world = dist.get("world_size") if isinstance(dist.get("world_size"), int) else None
-    pg_sizes = {str(pg.get("pg_name")): int(pg.get("pg_size", 0))
-                for pg in dist.get("pg_config") or [] if isinstance(pg, dict)}
-    devices = data.get("deviceProperties") or []
+    try:
+        return _parse(data, Path(path))
+    except TraceError as exc:
+        if exc.file is None:
+            exc.file = str(path)
+        raise
+
+
+def _count(value: Any, what: str, limit: int = MAX_TENSOR_BYTES) -> int:
+    """A count a trace records (elements, ranks): missing is 0, else an integer in [0, limit]."""
+    if value is None:
+        return 0
+    if type(value) is not int or not 0 <= value <= limit:
+        raise TraceError(f"{what} {_shown(value)} is not an integer in [0, {limit:,}]", field=what)
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_ID_KEYS = ("correlation", "External id")
+
+
+def _checked_events(raw_events: list[Any]) -> list[dict[str, Any]]:
+    """The complete ("X") events with a numeric start, each checked: ``ts`` finite, ``dur``
+    (when given) a finite number of microseconds >= 0, ``pid`` / ``tid`` an integer or a
+    string (they key the threads); a ``name`` that is not a string becomes one, ``args``
+    that are not an object and ids that cannot key a lookup are dropped (they tie the event
+    to nothing)."""
+    events = []
+    for pos, e in enumerate(raw_events):
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        ts, dur, name = e.get("ts"), e.get("dur", 0), e.get("name", "")
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+            continue
+        where = f"traceEvents[{pos}]"
+        label = f"event {str(name)[:60]!r}"
+        if not _finite(ts):
+            raise TraceError(f"{label}: 'ts' {_shown(ts)} is not a finite time", field=f"{where}.ts")
+        if isinstance(dur, bool) or not isinstance(dur, (int, float)) or not _finite(dur) \
+                or not 0 <= dur <= MAX_DURATION_US:
+            raise TraceError(f"{label}: 'dur' {_shown(dur)} is not a duration in "
+                             f"[0, {MAX_DURATION_US:g}] microseconds", field=f"{where}.dur")
+        for key in ("pid", "tid"):
+            if not isinstance(e.get(key), (int, str, type(None))):
+                raise TraceError(f"{label}: '{key}' {_shown(e[key])} is not an integer or a string",
+                                 field=f"{where}.{key}")
+        args = e.get("args")
+        if not isinstance(e.get("name"), str):
+            e = dict(e, name="" if name is None else str(name))
+        if args is not None and (not isinstance(args, dict) or any(
+                not isinstance(args.get(k), (int, str, type(None))) for k in _ID_KEYS)):
+            e = dict(e, args={k: v for k, v in args.items() if k not in _ID_KEYS
+                              or isinstance(v, (int, str))} if isinstance(args, dict) else {})
+        events.append(e)
+    return events
+
+
+def _finite(x: int | float) -> bool:
+    try:
+        return math.isfinite(x) and abs(x) < 1e300
+    except OverflowError:  # an integer beyond any float
+        return False
+
+
+def _parse(data: dict[str, Any], path: Path) -> KinetoTrace:
+    events = _checked_events(data["traceEvents"])
+    dist = data.get("distributedInfo")
+    dist = dist if isinstance(dist, dict) else {}
+    world = dist.get("world_size")
+    world = world if type(world) is int and world >= 1 else None
+    rank = dist.get("rank") if type(dist.get("rank")) is int else None
+    pgs = dist.get("pg_config")
+    pg_sizes = {str(pg.get("pg_name")): _count(pg.get("pg_size"), "pg_size", MAX_WORLD_SIZE)
+                for pg in (pgs if isinstance(pgs, list) else []) if isinstance(pg, dict)}
+    devices = data.get("deviceProperties")
+    devices = devices if isinstance(devices, list) else []
     kernels = [e for e in events if e.get("cat") == "kernel"]
     gpu_name = devices[0].get("name") if devices and isinstance(devices[0], dict) else None
-    trace = KinetoTrace(path=Path(path).name, device=(gpu_name or "gpu") if kernels else "cpu",
-                        world_size=world, rank=dist.get("rank"))
+    gpu_name = gpu_name if isinstance(gpu_name, str) else None
+    trace = KinetoTrace(path=path.name, device=(gpu_name or "gpu") if kernels else "cpu",
+                        world_size=world, rank=rank)
 
     steps = sorted((e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")),
                    key=lambda e: e["ts"])
@@ -323,8 +409,9 @@ def _nccl_sample(args, stack, default_n, dur, step) -> CollectiveSample | None:
     if coll is not None and "In msg nelems" in args:
         ctype = collective_type(str(coll))
         dtype = trace_dtype(args.get("dtype")) or "float32"
-        elems = max(int(args.get("In msg nelems") or 0), int(args.get("Out msg nelems") or 0))
-        n = int(args.get("Group size") or default_n or 0)
+        elems = max(_count(args.get("In msg nelems"), "In msg nelems"),
+                    _count(args.get("Out msg nelems"), "Out msg nelems"))
+        n = _count(args.get("Group size"), "Group size", MAX_WORLD_SIZE) or default_n or 0
         if ctype is None or n <= 0:
             return None
         return CollectiveSample(ctype, n, elems * _DTYPE_BYTES.get(dtype, 4), dur, step,
@@ -354,8 +441,9 @@ def _from_cpu_stack(stack, default_n) -> tuple[str, int, int, str | None] | None
         if name == "record_param_comms" and args.get("Collective name") is not None:
             t = collective_type(str(args["Collective name"]))
             dt = trace_dtype(args.get("dtype")) or "float32"
-            elems = max(int(args.get("In msg nelems") or 0), int(args.get("Out msg nelems") or 0))
-            n = int(args.get("Group size") or default_n or 0)
+            elems = max(_count(args.get("In msg nelems"), "In msg nelems"),
+                        _count(args.get("Out msg nelems"), "Out msg nelems"))
+            n = _count(args.get("Group size"), "Group size", MAX_WORLD_SIZE) or default_n or 0
             if t is not None and elems and n:
                 return t, n, elems * _DTYPE_BYTES.get(dt, 4), dt
         t = collective_type(name) if name.startswith(("nccl:", "c10d::")) else None

@@ -13,7 +13,6 @@ input shapes, dtypes) the median device time. :class:`ProfileEstimator` answers 
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from bisect import bisect_left
@@ -110,10 +109,12 @@ def load_profile(path: str | Path) -> ProfileModel:
     if not p.is_file():
         raise OptionError("no such profile or trace file", file=str(p), field="--profile")
     if p.suffix.lower() == ".json":
+        from commopt.io.json_graph import read_json_file
+
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            data = None
+            data = read_json_file(p, error=OptionError)
+        except OptionError:
+            data = None  # not a profile model: read as a trace, which words the error
         if isinstance(data, dict) and data.get("format") == "commopt-profile":
             try:
                 return ProfileModel.model_validate(data)

@@ -18,7 +18,7 @@ import inspect
 from dataclasses import replace
 from typing import Any
 
-from commopt.errors import OptionError
+from commopt.errors import CommoptError, OptionError
 from commopt.estimators.base import Estimator, EstimatorChain, EstimatorError
 from commopt.estimators.options import EstimatorOptions
 from commopt.plugins import PluginEntry, PluginError, Registry
@@ -74,16 +74,23 @@ def _instantiate(obj: Any, options: EstimatorOptions, label: str) -> Estimator:
     else:
         try:
             est = obj(options)
-        except Exception as exc:  # a plug-in's constructor may fail any way: name it
+        except (CommoptError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # any way, SystemExit included: name it, do not end the run
             raise PluginError(f"estimator {label!r}: its factory failed: {type(exc).__name__}: {exc}",
                               field="--estimator") from None
     if not callable(getattr(est, "estimate", None)):
         raise EstimatorError(f"estimator {label!r} has no estimate(node, graph) method", field="--estimator")
-    if not getattr(est, "name", None):
+    name = getattr(est, "name", None)
+    if not name:
         try:
             est.name = label
         except AttributeError:
-            pass
+            raise EstimatorError(f"estimator {label!r} has no name and none can be set",
+                                 field="--estimator") from None
+    elif not isinstance(name, str):
+        raise EstimatorError(f"estimator {label!r} has a name that is not a string: {name!r}",
+                             field="--estimator")
     return est
 
 

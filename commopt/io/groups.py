@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from commopt.errors import GraphError, OptionError, json_path
 from commopt.ir.graph import Graph, ProcessGroup
+from commopt.ir.validate import MAX_WORLD_SIZE, validate_groups
 from commopt.schemas.groups import (
     GROUPS_FORMAT_NAME,
     GROUPS_FORMAT_VERSION,
@@ -75,7 +76,9 @@ def parse_mesh(spec: str | dict[str, int] | None) -> dict[str, int] | None:
         part = part.strip()
         name, sep, size = part.partition("=")
         name = name.strip()
-        if not sep or not name.isidentifier() or not size.strip().isdigit() or int(size) < 1:
+        size = size.strip()
+        if not sep or not name.isidentifier() or not size.isascii() or not size.isdigit() \
+                or int(size) < 1 or len(size) > 9:
             raise OptionError(
                 f"bad mesh dimension {part!r}: expected NAME=SIZE, e.g. dp=2,tp=4", field="--mesh"
             )
@@ -178,10 +181,14 @@ def save_with_groups(ep: Any, path: str | os.PathLike[str], *, mesh: DeviceMesh 
 # --------------------------------------------------------------------------- reading
 def parse_groups_text(text: str, *, file: str | None = None) -> GroupsDocument:
     """Validate a groups document given as JSON text."""
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise GraphError(f"invalid JSON: {exc.msg}", file=file, line=exc.lineno, column=exc.colno) from None
+    from commopt.io.json_graph import parse_json_text
+
+    return groups_document(parse_json_text(text, file=file), file=file)
+
+
+def groups_document(raw: Any, *, file: str | None = None) -> GroupsDocument:
+    """Validate a parsed groups document: the schema, then what the schema cannot say (each
+    group named once; ranks distinct, non-negative and inside ``world_size`` and ``mesh``)."""
     if not isinstance(raw, dict):
         raise GraphError("a groups file holds a JSON object at the top", file=file, field="$")
     if raw.get("format", GROUPS_FORMAT_NAME) != GROUPS_FORMAT_NAME:
@@ -193,26 +200,39 @@ def parse_groups_text(text: str, *, file: str | None = None) -> GroupsDocument:
             f"version {GROUPS_FORMAT_VERSION})", file=file, field="$.version",
         )
     try:
-        return GroupsDocument.model_validate(raw)
+        doc = GroupsDocument.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise GraphError(f"schema violation: {err['msg']}", file=file, field=json_path(err["loc"])) from None
+    world = doc.world_size
+    if world is None and doc.mesh is not None:
+        world = math.prod(doc.mesh.values()) if all(v >= 1 for v in doc.mesh.values()) else None
+    validate_groups({}, world_size=doc.world_size, mesh=doc.mesh, file=file, field="$")
+    seen: set[str] = set()
+    for pos, rec in enumerate(doc.groups):
+        if rec.name in seen:
+            raise GraphError(f"group {rec.name!r} is listed twice", file=file,
+                             field=f"$.groups[{pos}].name")
+        seen.add(rec.name)
+        pg = ProcessGroup(rec.name, len(rec.ranks), tuple(rec.ranks), rec.mesh_dim)
+        validate_groups({rec.name: pg}, world_size=world, mesh=doc.mesh, file=file,
+                        field=f"$.groups[{pos}].ranks")
+    if world is not None and doc.rank >= world:
+        raise GraphError(f"rank {doc.rank} is outside the world of {world} ranks", file=file,
+                         field="$.rank")
+    return doc
 
 
 def read_groups_file(path: str | os.PathLike[str]) -> GroupsDocument:
     """Read and validate a groups file (``--groups FILE`` or a sidecar)."""
+    from commopt.io.json_graph import read_json_file
+
     p = Path(path)
     if not p.exists():
         raise GraphError("no such groups file", file=str(p))
     if p.is_dir():
         raise GraphError("is a directory, expected a groups file (.json)", file=str(p))
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise GraphError("not UTF-8 text", file=str(p)) from None
-    if not text.strip():
-        raise GraphError("file is empty", file=str(p))
-    return parse_groups_text(text, file=str(p))
+    return groups_document(read_json_file(p), file=str(p))
 
 
 def sidecar_path(graph_path: str | os.PathLike[str]) -> Path:
@@ -244,6 +264,7 @@ def resolve_groups(
     ranks: dict[str, tuple[int, ...] | None] = {n: g.ranks for n, g in groups.items()}
     dims: dict[str, str | None] = {n: g.mesh_dim for n, g in groups.items()}
     export_rank = 0
+    records = list(records)
     for doc, file in records:
         if doc.world_size is not None:
             world_size = doc.world_size
@@ -265,6 +286,9 @@ def resolve_groups(
             dims[rec.name] = rec.mesh_dim if rec.mesh_dim is not None else dims[rec.name]
     if mesh is not None:
         mesh_world = math.prod(mesh.values())
+        if mesh_world > MAX_WORLD_SIZE:
+            raise OptionError(f"the mesh {mesh} has {mesh_world} ranks, more than "
+                              f"{MAX_WORLD_SIZE:,}", field="--mesh")
         if world_size is not None and world_size != mesh_world:
             raise OptionError(
                 f"the mesh {mesh} has {mesh_world} ranks but the world size is {world_size}",
@@ -272,8 +296,8 @@ def resolve_groups(
             )
         world_size = mesh_world
     if given_world_size is not None:
-        if given_world_size < 1:
-            raise OptionError("must be at least 1", field="--world-size")
+        if not 1 <= given_world_size <= MAX_WORLD_SIZE:
+            raise OptionError(f"must be in [1, {MAX_WORLD_SIZE:,}]", field="--world-size")
         if world_size is not None and world_size != given_world_size:
             raise OptionError(
                 f"--world-size {given_world_size} contradicts the world size {world_size} that "
@@ -334,6 +358,10 @@ def resolve_groups(
             + f" unknown (the cost model packs each into as few hosts as possible): {HOW_TO_SUPPLY}"
         )
     out = {n: ProcessGroup(n, size[n] or 1, ranks[n], dims[n]) for n in groups}
+    files = [file for _doc, file in records if file is not None]
+    validate_groups(out, world_size=world_size, mesh=mesh, file=files[-1] if files else None,
+                    field="--world-size" if given_world_size is not None else "--mesh"
+                    if mesh is not None else "process_groups")
     return out, world_size, mesh, warnings, unknown_sizes
 
 

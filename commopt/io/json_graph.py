@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
+import re
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from commopt import atomic
-from commopt.errors import GraphError, json_path
+from commopt.errors import CommoptError, GraphError, json_path
 from commopt.ir import args as argcodec
 from commopt.ir.graph import (
     CollectiveInfo,
@@ -24,6 +26,7 @@ from commopt.ir.graph import (
     Ref,
     TensorMeta,
 )
+from commopt.ir.validate import encodable
 from commopt.schemas.graph import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -36,26 +39,143 @@ from commopt.schemas.graph import (
     TensorModel,
 )
 
+#: Deepest nesting of arrays and objects a JSON input may have. Real files nest a few
+#: levels; far deeper ones only exhaust the stack of every later stage that walks them.
+MAX_JSON_DEPTH = 100
 
-def read_json_file(path: Path) -> Any:
-    """Parse a JSON file, reporting syntax errors with line and column."""
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def read_json_file(path: str | Path, *, error: type[CommoptError] = GraphError,
+                   check_depth: bool = True) -> Any:
+    """Parse a JSON file as commopt reads every JSON input (graphs, groups, baselines,
+    profiles): errors are one ``error`` naming the file (see :func:`parse_json_text`)."""
+    path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise error("no such file", file=str(path)) from None
+    except IsADirectoryError:
+        raise error("is a directory, expected a JSON file", file=str(path)) from None
+    except OSError as exc:
+        raise error(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    return parse_json_bytes(data, file=str(path), error=error, check_depth=check_depth)
+
+
+def parse_json_bytes(data: bytes, *, file: str | None = None,
+                     error: type[CommoptError] = GraphError, check_depth: bool = True) -> Any:
+    """:func:`parse_json_text` of UTF-8 bytes; other bytes are one ``error`` naming the offset."""
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise GraphError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=str(path)) from None
+        raise error(f"not UTF-8 text ({exc.reason} at byte {exc.start})", file=file) from None
+    return parse_json_text(text, file=file, error=error, check_depth=check_depth)
+
+
+def parse_json_text(text: str, *, file: str | None = None,
+                    error: type[CommoptError] = GraphError, check_depth: bool = True) -> Any:
+    """Parse JSON text, rejecting what no later stage could use, as one ``error``.
+
+    Beyond syntax errors (with line and column): an empty text, ``NaN`` / ``Infinity``
+    (JSON has no such values, and outputs would not be JSON; line and column), integers of
+    more than 4300 digits, lone surrogate escapes (no output could encode them; JSON path)
+    and, with ``check_depth``, nesting deeper than :data:`MAX_JSON_DEPTH` (JSON path). A
+    graph document checks the depth of its free-form values itself (:func:`check_values`),
+    which is cheaper than walking every node.
+    """
     if not text.strip():
-        raise GraphError("file is empty", file=str(path))
+        raise error("file is empty", file=file)
+
+    def constant(name: str) -> Any:
+        at = re.search(r'(?<![\w"])' + re.escape(name) + r'(?![\w"])', text)
+        line = col = None
+        if at is not None:
+            line = text.count("\n", 0, at.start()) + 1
+            col = at.start() - text.rfind("\n", 0, at.start())
+        raise error(f"{name} is not a JSON number (use a finite number)", file=file, line=line,
+                    column=col)
+
     try:
-        return json.loads(text)
+        raw = json.loads(text, parse_constant=constant)
     except json.JSONDecodeError as exc:
-        raise GraphError(f"invalid JSON: {exc.msg}", file=str(path), line=exc.lineno, column=exc.colno) from None
+        raise error(f"invalid JSON: {exc.msg}", file=file, line=exc.lineno, column=exc.colno) from None
+    except RecursionError:
+        raise error(f"nested deeper than {MAX_JSON_DEPTH} levels", file=file) from None
+    except ValueError as exc:  # int_max_str_digits
+        raise error(f"a number is too long to read ({str(exc).split(':')[0].lower()})",
+                    file=file) from None
+    if _SURROGATE_ESCAPE.search(text):
+        _check_strings(raw, file, error)
+    if check_depth:
+        check_values(raw, [raw], 1, file=file, error=error)
+    return raw
+
+
+def check_values(raw: Any, values: list[Any], depth: int, *, file: str | None = None,
+                 error: type[CommoptError] = GraphError, floats: bool = False) -> None:
+    """One ``error`` with its JSON path in ``raw`` when a container among ``values`` (found
+    at nesting ``depth``), or inside one, is nested deeper than :data:`MAX_JSON_DEPTH`; with
+    ``floats``, also for an infinite float in them (a number too large for a float, which
+    no output could write as JSON). Breadth first, without recursion."""
+    level = [v for v in values if type(v) is list or type(v) is dict]
+    while level:
+        if depth > MAX_JSON_DEPTH:
+            raise error(f"nested deeper than {MAX_JSON_DEPTH} levels", file=file,
+                        field=_path_to(raw, level[0]) or None)
+        nxt: list[Any] = []
+        push = nxt.append
+        for v in level:
+            for x in v.values() if type(v) is dict else v:
+                t = type(x)
+                if t is list or t is dict:
+                    push(x)
+                elif floats and t is float and not math.isfinite(x):
+                    raise error("a number too large for a float", file=file,
+                                field=_path_to(raw, x) or None)
+        level = nxt
+        depth += 1
+
+
+def _check_strings(raw: Any, file: str | None, error: type[CommoptError]) -> None:
+    """One ``error`` naming the JSON path of the first key or string that UTF-8 cannot
+    encode (a lone surrogate escape): no output could hold it."""
+    stack = [raw]
+    while stack:
+        v = stack.pop()
+        if type(v) is dict:
+            if not all(map(encodable, v)):
+                raise error("a key is not encodable as UTF-8 (a lone surrogate escape)", file=file,
+                            field=_path_to(raw, v))
+            items = v.values()
+        else:
+            items = v
+        for x in items:
+            if type(x) is list or type(x) is dict:
+                stack.append(x)
+            elif type(x) is str and not encodable(x):
+                raise error("a string not encodable as UTF-8 (a lone surrogate escape)", file=file,
+                            field=_path_to(raw, x))
+
+
+def _path_to(raw: Any, target: Any) -> str:
+    """JSON path of ``target`` (that very object) inside ``raw`` ('' when absent)."""
+    stack: list[tuple[Any, tuple]] = [(raw, ())]
+    while stack:
+        v, loc = stack.pop()
+        if v is target:
+            return json_path(loc[:8]) + ("..." if len(loc) > 8 else "")
+        if type(v) is dict:
+            stack.extend((x, (*loc, k)) for k, x in reversed(list(v.items())))
+        elif type(v) is list:
+            stack.extend((x, (*loc, i)) for i, x in reversed(list(enumerate(v))))
+    return ""
 
 
 def load_json_graph(path: str | Path) -> Graph:
     """Load a commopt JSON graph file into a :class:`Graph`."""
     path = Path(path)
     with _gc_paused():
-        raw = read_json_file(path)
+        raw = read_json_file(path, check_depth=False)  # graph_from_document checks what it must
         return graph_from_document(raw, file=str(path), name_default=path.stem)
 
 
@@ -85,6 +205,7 @@ def graph_from_document(raw: Any, *, file: str | None = None, name_default: str 
             f"unsupported format version {version!r} (this commopt reads version {FORMAT_VERSION})",
             file=file, field="$.version",
         )
+    _check_free_values(raw, file)
     graph = _fast_graph(raw, file)
     if graph is None:
         try:
@@ -96,6 +217,17 @@ def graph_from_document(raw: Any, *, file: str | None = None, name_default: str 
         graph.name = name_default
     graph.payload = raw
     return graph
+
+
+def _check_free_values(raw: dict[str, Any], file: str | None) -> None:
+    """Depth and finite floats of what the schema leaves free (``meta``, a node's ``args``,
+    ``kwargs`` and ``attrs``): they reach codegen, copies and outputs unchecked. Typed fields
+    need no walk: the schema rejects a container where it expects a value."""
+    check_values(raw, [raw.get("meta")], 2, file=file, floats=True)
+    nodes = raw.get("nodes")
+    if type(nodes) is list:
+        free = [nd.get(k) for nd in nodes if type(nd) is dict for k in ("args", "kwargs", "attrs")]
+        check_values(raw, free, 4, file=file, floats=True)
 
 
 def _schema_error(exc: ValidationError, raw: dict[str, Any], file: str | None) -> GraphError:
@@ -155,7 +287,7 @@ def _fast_tensor(t: Any) -> bool:
 def _fast_collective(c: Any) -> bool:
     if type(c) is not dict or not c.keys() <= _COLL_KEYS:
         return False
-    if c.get("type") not in _COLL_TYPES or type(c.get("group")) is not str:
+    if type(c.get("type")) is not str or c["type"] not in _COLL_TYPES or type(c.get("group")) is not str:
         return False
     r = c.get("reduce_op")
     if r is not None and type(r) is not str:
@@ -171,7 +303,9 @@ def _fast_node(nd: Any) -> bool:
     if type(nd) is not dict or not nd.keys() <= _NODE_KEYS:
         return False
     name = nd.get("name")
-    if type(name) is not str or not name or nd.get("kind") not in _KINDS or type(nd.get("op")) is not str:
+    kind = nd.get("kind")
+    if type(name) is not str or not name or type(kind) is not str or kind not in _KINDS \
+            or type(nd.get("op")) is not str:
         return False
     for k in ("inputs", "mutates"):
         if k in nd and not _is_str_list(nd[k]):
@@ -252,6 +386,12 @@ def _build(raw: dict[str, Any], file: str | None) -> Graph:
         if nm in index_of:
             raise GraphError("duplicate node name", file=file, node=nm, field=f"$.nodes[{pos}].name")
         index_of[nm] = pos
+    seen_groups: set[str] = set()
+    for pos, g in enumerate(raw.get("process_groups", ())):
+        if g["name"] in seen_groups:
+            raise GraphError(f"process group {g['name']!r} is declared twice", file=file,
+                             field=f"$.process_groups[{pos}].name")
+        seen_groups.add(g["name"])
     groups = {
         g["name"]: ProcessGroup(
             g["name"], g["size"], tuple(g["ranks"]) if g.get("ranks") is not None else None,

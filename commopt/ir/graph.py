@@ -235,7 +235,8 @@ class Graph:
         """Validate ``nodes`` (see :func:`commopt.ir.validate.validate_nodes`) and build."""
         from commopt.ir.validate import validate_nodes
 
-        validate_nodes(nodes, groups, file=kw.get("source_path"))
+        validate_nodes(nodes, groups, file=kw.get("source_path"), world_size=kw.get("world_size"),
+                       mesh=kw.get("mesh"))
         return cls(nodes, groups, **kw)
 
     def _derive(self) -> None:

@@ -6,21 +6,43 @@ format it came from: one :class:`~commopt.errors.GraphError` naming the file and
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
 from commopt.errors import GraphError
-from commopt.ir.graph import Node, NodeKind, ProcessGroup
+from commopt.ir.graph import DTYPE_BYTES, Node, NodeKind, ProcessGroup, TensorMeta
+
+#: Largest tensor or message (bytes) a graph may describe: 16 TiB, far beyond any device,
+#: small enough that sums over 100,000s of nodes stay exact in int64 arrays and floats.
+MAX_TENSOR_BYTES = 2**44
+
+#: Largest world size (ranks) a graph, a groups record or an option may give.
+MAX_WORLD_SIZE = 2**20
+
+#: Largest duration (microseconds) a graph file may set on a node: about 31 years.
+MAX_DURATION_US = 1e15
+
+#: Reduce ops a collective may name (compared case-insensitively; torch's spellings).
+REDUCE_OPS = frozenset({"sum", "avg", "product", "prod", "min", "max", "band", "bor", "bxor"})
 
 
 def validate_nodes(
-    nodes: list[Node], groups: dict[str, ProcessGroup], *, file: str | None = None
+    nodes: list[Node], groups: dict[str, ProcessGroup], *, file: str | None = None,
+    world_size: int | None = None, mesh: Mapping[str, int] | None = None,
 ) -> None:
     """Raise :class:`GraphError` for the first structural problem found.
 
-    Checks: indices match positions, names are unique, references point to existing nodes
-    listed earlier (a later one is either a cycle, named, or a misordered file), aliases and
-    mutations refer to inputs, every wait completes a collective reached through views only,
-    every collective is waited, collectives name a known process group, one output node.
+    Checks: indices match positions, names are unique and encodable, references point to
+    existing nodes listed earlier (a later one is either a cycle, named, or a misordered
+    file), aliases and mutations refer to inputs, every wait completes a collective reached
+    through views only, no other node reads a collective's value before its wait, every
+    collective is waited, collectives name a known process group and reduce op, tensors have
+    a known dtype and a sane shape, durations are finite, and the process groups fit the
+    world and mesh (:func:`validate_groups`). Later stages rely on all of it, so every loader
+    rejects such a graph here instead of a later command failing on it.
     """
     seen: dict[str, int] = {}
+    tensors: set[int] = set()  # ids of the metas checked: loaders share equal metas
     n = len(nodes)
     for pos, node in enumerate(nodes):
         if node.index != pos:
@@ -28,8 +50,11 @@ def validate_nodes(
         if node.name in seen:
             raise GraphError("duplicate node name", file=file, node=node.name, field="name")
         seen[node.name] = pos
+        _check_node_values(node, file, tensors)
+    validate_groups(groups, world_size=world_size, mesh=mesh, file=file, field="process_groups")
     forward: list[tuple[int, int]] = []
     outputs = 0
+    early_read: tuple[Node, Node, Node | None] | None = None
     for node in nodes:
         for j in node.inputs:
             if not 0 <= j < n:
@@ -61,6 +86,8 @@ def validate_nodes(
                 )
         if node.kind is NodeKind.WAIT:
             _check_wait(nodes, node, file)
+        elif early_read is None:
+            early_read = _read_before_wait(nodes, node)
     if forward:
         _raise_forward(nodes, forward, file)
     if outputs > 1:
@@ -69,6 +96,155 @@ def validate_nodes(
     for node in nodes:
         if node.kind is NodeKind.COLLECTIVE and node.index not in waited:
             raise GraphError("collective is never waited", file=file, node=node.name)
+    if early_read is not None:
+        reader, coll, via = early_read
+        through = f" through view {via.name!r}" if via is not None else ""
+        raise GraphError(
+            f"reads the result of collective {coll.name!r}{through} without waiting for it "
+            "(only a wait may use a collective's value)",
+            file=file, node=reader.name, field="inputs",
+        )
+
+
+def check_tensor(meta: TensorMeta, *, file: str | None = None, node: str | None = None,
+                 field: str = "outputs") -> None:
+    """A tensor commopt sizes, plans and allocates: a known dtype, non-negative integer
+    sizes, and at most :data:`MAX_TENSOR_BYTES` (also for ``max_shape``)."""
+    if meta.dtype not in DTYPE_BYTES:
+        from commopt.errors import suggest
+
+        raise GraphError(f"unknown dtype {meta.dtype!r}{suggest(meta.dtype, sorted(DTYPE_BYTES))}",
+                         file=file, node=node, field=field)
+    for shape in (meta.shape, meta.max_shape, meta.logical_shape):
+        if shape is None:
+            continue
+        if not all(type(d) is int and d >= 0 for d in shape):
+            raise GraphError(f"shape {list(shape)!r}: sizes must be non-negative integers",
+                             file=file, node=node, field=field)
+    for shape in (meta.shape, meta.max_shape):
+        if shape is not None and math.prod(shape) * DTYPE_BYTES[meta.dtype] > MAX_TENSOR_BYTES:
+            raise GraphError(f"shape {_short(shape)} is larger than {MAX_TENSOR_BYTES:,} bytes",
+                             file=file, node=node, field=field)
+
+
+def _short(shape: tuple[int, ...]) -> str:
+    text = repr(list(shape))
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _check_node_values(node: Node, file: str | None, checked: set[int]) -> None:
+    """Values of one node later stages compute with: name, tensors (those whose id is not in
+    ``checked``, which collects them), duration, collective."""
+    if not isinstance(node.name, str) or not node.name:
+        raise GraphError("a node name is a non-empty string", file=file, node=None, field="name")
+    if not encodable(node.name):
+        raise GraphError(f"node name {node.name!r} is not encodable as UTF-8 (a lone surrogate?)",
+                         file=file, field="name")
+    for meta in node.outputs:
+        if id(meta) not in checked:
+            check_tensor(meta, file=file, node=node.name)
+            checked.add(id(meta))
+    d = node.duration_us
+    if d is not None and not (isinstance(d, (int, float)) and 0 <= d <= MAX_DURATION_US):
+        raise GraphError(f"duration {d!r} is not a finite number of microseconds in "
+                         f"[0, {MAX_DURATION_US:g}]", file=file, node=node.name, field="duration_us")
+    c = node.collective
+    if c is None:
+        return
+    for name in ("in_bytes", "out_bytes"):
+        v = getattr(c, name)
+        if not (type(v) is int and 0 <= v <= MAX_TENSOR_BYTES):
+            raise GraphError(f"{v!r} bytes is not an integer in [0, {MAX_TENSOR_BYTES:,}]",
+                             file=file, node=node.name, field=f"collective.{name}")
+    if c.reduce_op is not None and (not isinstance(c.reduce_op, str) or c.reduce_op.lower() not in REDUCE_OPS):
+        raise GraphError(f"unknown reduce op {c.reduce_op!r} (known: {', '.join(sorted(REDUCE_OPS))})",
+                         file=file, node=node.name, field="collective.reduce_op")
+
+
+def encodable(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (a lone surrogate cannot: no output could
+    hold it, so a name or string with one is rejected where it is read)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def validate_groups(groups: Mapping[str, ProcessGroup], *, world_size: int | None = None,
+                    mesh: Mapping[str, int] | None = None, file: str | None = None,
+                    field: str | None = "process_groups") -> None:
+    """Raise :class:`GraphError` when the process groups cannot exist in the world and mesh.
+
+    Checks: the world size is in [1, :data:`MAX_WORLD_SIZE`]; every mesh dimension is at
+    least 1 and their product is the world size; a group's ranks are distinct, non-negative,
+    inside the world and as many as its size; a group is no larger than the world; a group
+    running along a mesh dimension has that dimension's size. Codegen and the cost models
+    trust these, so every loader and every ``--groups`` / ``--mesh`` / ``--world-size``
+    override goes through here.
+    """
+    if world_size is not None and not (type(world_size) is int and 1 <= world_size <= MAX_WORLD_SIZE):
+        raise GraphError(f"world size {_num(world_size)} is not in [1, {MAX_WORLD_SIZE:,}]",
+                         file=file, field="world_size")
+    if mesh is not None:
+        for dim, size in mesh.items():
+            if not (type(size) is int and 1 <= size <= MAX_WORLD_SIZE):
+                raise GraphError(f"mesh dimension {dim!r} has size {_num(size)}; sizes are in "
+                                 f"[1, {MAX_WORLD_SIZE:,}]", file=file, field="mesh")
+        product = math.prod(mesh.values())
+        if world_size is not None and product != world_size:
+            raise GraphError(f"the mesh {dict(mesh)} has {product} ranks but the world size is "
+                             f"{world_size}", file=file, field="mesh")
+        if product > MAX_WORLD_SIZE:
+            raise GraphError(f"the mesh {dict(mesh)} has more than {MAX_WORLD_SIZE:,} ranks",
+                             file=file, field="mesh")
+    for name, g in groups.items():
+        where = f"group {name!r}"
+        if not (type(g.size) is int and 1 <= g.size <= MAX_WORLD_SIZE):
+            raise GraphError(f"{where} has size {_num(g.size)}; sizes are in [1, {MAX_WORLD_SIZE:,}]",
+                             file=file, field=field)
+        if g.ranks is not None and len(g.ranks) != g.size:
+            raise GraphError(f"{where} lists {len(g.ranks)} ranks but has size {g.size}",
+                             file=file, field=field)
+        if world_size is not None and g.size > world_size:
+            raise GraphError(f"{where} has {g.size} ranks but the world has {world_size}",
+                             file=file, field=field)
+        if g.ranks is not None:
+            ranks = g.ranks
+            bad = [r for r in ranks if type(r) is not int or r < 0
+                   or (world_size is not None and r >= world_size)]
+            if bad:
+                world = f" (world size {world_size})" if world_size is not None else ""
+                raise GraphError(f"{where} has rank {_num(bad[0])} outside the world{world}",
+                                 file=file, field=field)
+            if len(set(ranks)) != len(ranks):
+                dup = next(r for r in ranks if ranks.count(r) > 1)
+                raise GraphError(f"{where} lists rank {dup} twice", file=file, field=field)
+        if mesh is not None and g.mesh_dim is not None and g.mesh_dim in mesh and g.size != mesh[g.mesh_dim]:
+            raise GraphError(f"{where} has size {g.size} but runs along mesh dim {g.mesh_dim!r} of "
+                             f"size {mesh[g.mesh_dim]}", file=file, field=field)
+
+
+def _num(v: object) -> str:
+    """A number for a message, shortened when it is huge."""
+    text = repr(v) if not isinstance(v, int) or abs(v) < 10**30 else f"~1e{len(str(abs(v))) - 1}"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _read_before_wait(nodes: list[Node], node: Node) -> tuple[Node, Node, Node | None] | None:
+    """(node, collective, view) when ``node`` uses a collective's value directly or through
+    views: only a wait may, anything else reads a buffer the collective is still writing."""
+    if node.kind is NodeKind.VIEW or not node.inputs:
+        return None
+    for j in node.inputs:
+        cur = nodes[j]
+        via = None
+        while cur.kind is NodeKind.VIEW and cur.alias_of is not None:
+            via = via or cur
+            cur = nodes[cur.alias_of]
+        if cur.kind is NodeKind.COLLECTIVE:
+            return node, cur, via
+    return None
 
 
 def _check_wait(nodes: list[Node], node: Node, file: str | None) -> None:

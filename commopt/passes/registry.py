@@ -44,6 +44,11 @@ class PassRegistry(Registry[type[Pass]]):
             return cls(**options)
         except TypeError as exc:
             raise OptionError(f"bad options for pass {name!r}: {exc}", field="passes") from None
+        except (OptionError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # a plug-in's constructor, SystemExit included: name it
+            raise PluginError(f"pass {name!r}: creating it failed: {type(exc).__name__}: {exc}",
+                              field="passes") from None
 
 
 def _validate(name: str, cls: object) -> type[Pass]:

@@ -257,3 +257,201 @@ def test_groups_file_conflicting_with_the_graph(tmp_path, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert "groups.json" in err and "$.groups[0].ranks" in err and "group size 2" in err
+
+
+# --------------------------------------------------------------------------- values later stages use
+# Each was accepted at load and crashed (exit 3) or was rejected only by some later command.
+def _shape(shape):
+    return lambda d: d["nodes"][0]["outputs"][0].update(shape=shape)
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda d: d["nodes"][0]["outputs"][0].update(dtype="float99"), ["node 'x'", "unknown dtype 'float99'"]),
+    (_shape([-4]), ["node 'x'", "[-4]", "non-negative"]),
+    (_shape([2**31, 2**31]), ["node 'x'", "larger than"]),
+    (_shape([2**62]), ["node 'x'", "larger than"]),
+    (lambda d: d["nodes"][1]["collective"].update(reduce_op="bogus"),
+     ["node 'ar'", "collective.reduce_op", "unknown reduce op 'bogus'"]),
+    (lambda d: d["nodes"][1]["collective"].update(in_bytes=2**62), ["node 'ar'", "collective.in_bytes"]),
+    (lambda d: d["nodes"][1].update(duration_us=1e300 * 10), ["node 'ar'", "duration_us"]),
+    (lambda d: d["process_groups"][0].update(size=3), ["group '0'", "lists 2 ranks but has size 3"]),
+])
+def test_values_later_stages_need_are_checked_at_load(tmp_path, capsys, edit, words):
+    line = _convert(_write_json(tmp_path, _edited(edit)), tmp_path, capsys)
+    assert "bad.json" in line
+    for w in words:
+        assert w in line, line
+
+
+def test_infinite_and_nan_literals_name_line_and_column(tmp_path, capsys):
+    p = tmp_path / "inf.json"
+    p.write_text(json.dumps(BASE, indent=1).replace('"version": 1', '"version": 1, "meta": {"x": Infinity}'))
+    line = _convert(p, tmp_path, capsys)
+    assert "inf.json:3:" in line and "Infinity is not a JSON number" in line
+
+
+def test_a_number_too_large_for_a_float_names_its_path(tmp_path, capsys):
+    p = tmp_path / "big.json"
+    p.write_text(json.dumps(_edited(lambda d: d["nodes"][2].update(attrs={"scale": [1.5]}))).replace("1.5", "1e400"))
+    line = _convert(p, tmp_path, capsys)
+    assert "$.nodes[2].attrs.scale[0]" in line and "too large for a float" in line
+
+
+def test_a_duration_too_large_for_a_float(tmp_path, capsys):
+    p = tmp_path / "big.json"
+    p.write_text(json.dumps(_edited(lambda d: d["nodes"][2].update(duration_us=1.5))).replace("1.5", "1e400"))
+    line = _convert(p, tmp_path, capsys)
+    assert "node 'w'" in line and "duration_us" in line and "inf" in line
+
+
+def test_deep_nesting(tmp_path, capsys):
+    p = tmp_path / "deep.json"
+    p.write_text('{"nodes": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    assert "nested deeper than 100 levels" in _convert(p, tmp_path, capsys)
+
+
+def test_deep_nesting_inside_args_names_the_node_path(tmp_path, capsys):
+    deep = json.loads("[" * 500 + "]" * 500)
+    line = _convert(_write_json(tmp_path, _edited(lambda d: d["nodes"][3].update(args=[deep]))), tmp_path, capsys)
+    assert "$.nodes[3].args[0]" in line and "nested deeper than 100 levels" in line
+
+
+def test_a_5000_digit_integer(tmp_path, capsys):
+    p = tmp_path / "digits.json"
+    p.write_text(json.dumps(BASE).replace('"size": 2', '"size": ' + "9" * 5000))
+    line = _convert(p, tmp_path, capsys)
+    assert "digits.json" in line and "4300 digits" in line
+
+
+def test_a_lone_surrogate_in_a_name_names_its_path(tmp_path, capsys):
+    p = tmp_path / "surrogate.json"
+    p.write_text(json.dumps(BASE).replace('"name": "w"', '"name": "w\\ud800"'))
+    line = _convert(p, tmp_path, capsys)
+    assert "$.nodes[2].name" in line and "lone surrogate" in line
+
+
+def test_a_surrogate_pair_is_a_valid_name(tmp_path):
+    p = tmp_path / "emoji.json"
+    p.write_text(json.dumps(BASE).replace('"name": "w"', '"name": "w\\ud83d\\udca5"').replace('["w"]', '["w\\ud83d\\udca5"]'))
+    assert load_graph(p).nodes[2].name == "w\U0001f4a5"
+
+
+def _view_of_collective(direct: bool):
+    def edit(d):
+        d["nodes"][2:2] = [
+            {"name": "v", "kind": "view", "op": "aten.view.default", "args": [{"ref": "ar"}, [2, 2]],
+             "alias_of": "ar", "outputs": [{"dtype": "float32", "shape": [2, 2]}]},
+            {"name": "early", "kind": "compute", "op": "aten.relu.default",
+             "args": [{"ref": "ar" if direct else "v"}], "outputs": [{"dtype": "float32", "shape": [2, 2]}]},
+        ]
+        d["nodes"][-1]["inputs"] = ["w", "early"]
+    return edit
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_reading_a_collective_before_its_wait(tmp_path, capsys, direct):
+    line = _convert(_write_json(tmp_path, _edited(_view_of_collective(direct))), tmp_path, capsys)
+    assert "node 'early'" in line and "collective 'ar'" in line and "without waiting" in line
+    assert ("through view 'v'" in line) is not direct
+
+
+@pytest.mark.parametrize("command", [
+    ["inspect"], ["estimate"], ["plan"], ["report"], ["check"], ["codegen", "-o", "OUT/run.py"],
+    ["optimize", "-o", "OUT"],
+])
+def test_every_command_rejects_what_the_loader_rejects(tmp_path, capsys, command):
+    """One validation at load: codegen rejected a negative shape that optimize took (exit 0)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "run_old.py").write_text("# a previous run's runner\n")
+    bad = _write_json(tmp_path, _edited(_shape([-1, 4])))
+    args = [command[0], str(bad), *(a.replace("OUT", str(out)) for a in command[1:])]
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "node 'x'" in err and "non-negative" in err and "Traceback" not in err
+    assert sorted(p.name for p in out.iterdir()) == ["run_old.py"]
+
+
+# --------------------------------------------------------------------------- process groups
+def _groups(**changes):
+    return lambda d: d.update(world_size=2, **changes)
+
+
+@pytest.mark.parametrize("edit, words", [
+    (_groups(process_groups=[{"name": "0", "size": 2, "ranks": [0, 2]}]), ["rank 2 outside the world", "world size 2"]),
+    (_groups(process_groups=[{"name": "0", "size": 2, "ranks": [-1, 0]}]), ["rank -1 outside the world"]),
+    (_groups(process_groups=[{"name": "0", "size": 2, "ranks": [1, 1]}]), ["lists rank 1 twice"]),
+    (_groups(process_groups=[{"name": "0", "size": 2}, {"name": "0", "size": 2}]),
+     ["$.process_groups[1].name", "declared twice"]),
+    (lambda d: d.update(world_size=1), ["group '0' has 2 ranks but the world has 1"]),
+    (_groups(mesh={"dp": 2, "tp": 2}), ["mesh", "4 ranks but the world size is 2"]),
+    (lambda d: d.update(world_size=10**40), ["world size", "not in [1,"]),
+])
+def test_process_groups_that_cannot_exist(tmp_path, capsys, edit, words):
+    line = _convert(_write_json(tmp_path, _edited(edit)), tmp_path, capsys)
+    assert "bad.json" in line
+    for w in words:
+        assert w in line, line
+
+
+def _groups_file(tmp_path, doc) -> Path:
+    p = tmp_path / "groups.json"
+    p.write_text(json.dumps({"format": "commopt-groups", "version": 1, **doc}))
+    return p
+
+
+@pytest.mark.parametrize("doc, words", [
+    ({"world_size": 2, "groups": [{"name": "0", "ranks": [0, 7]}]}, ["$.groups[0].ranks", "rank 7 outside"]),
+    ({"groups": [{"name": "0", "ranks": [-3, 0]}]}, ["$.groups[0].ranks", "rank -3"]),
+    ({"groups": [{"name": "0", "ranks": [0, 0]}]}, ["$.groups[0].ranks", "rank 0 twice"]),
+    ({"groups": [{"name": "0", "ranks": [0, 1]}, {"name": "0", "ranks": [0, 1]}]}, ["$.groups[1].name", "twice"]),
+    ({"world_size": 2, "mesh": {"dp": 3}, "groups": []}, ["mesh", "3 ranks but the world size is 2"]),
+    ({"world_size": 2, "rank": 5, "groups": []}, ["$.rank", "rank 5 is outside"]),
+])
+def test_groups_file_with_impossible_ranks(tmp_path, capsys, doc, words):
+    g = _groups_file(tmp_path, doc)
+    with pytest.raises(SystemExit) as exc:
+        main(["inspect", str(SAMPLE), "--groups", str(g)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "groups.json" in err and "Traceback" not in err
+    for w in words:
+        assert w in err, err
+
+
+def test_groups_file_that_is_not_utf8(tmp_path, capsys):
+    p = tmp_path / "groups.json"
+    p.write_bytes(b'{"groups": "\xff"}')
+    with pytest.raises(SystemExit) as exc:
+        main(["inspect", str(SAMPLE), "--groups", str(p)])
+    assert exc.value.code == 2
+    assert "not UTF-8" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("options, words", [
+    (["--world-size", "1"], ["--world-size"]),
+    (["--world-size", str(2**40)], ["--world-size", "must be in [1,"]),
+    (["--mesh", "dp=3"], ["--mesh", "3 ranks"]),
+    (["--mesh", "dp=100000,tp=100000"], ["--mesh", "more than"]),
+    (["--mesh", "dp=²"], ["--mesh", "bad mesh dimension"]),
+])
+def test_group_options_that_cannot_describe_the_world(tmp_path, capsys, options, words):
+    with pytest.raises(SystemExit) as exc:
+        main(["inspect", str(_write_json(tmp_path, _edited(lambda d: d.update(world_size=2)))), *options])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    for w in words:
+        assert w in err, err
+
+
+def test_a_group_larger_than_the_world_given_by_world_size(tmp_path, capsys):
+    doc = _edited(lambda d: d.update(process_groups=[{"name": "0", "size": 2}, {"name": "5", "size": 4}]))
+    doc["nodes"][1]["collective"]["group"] = "5"
+    with pytest.raises(SystemExit) as exc:
+        main(["inspect", str(_write_json(tmp_path, doc)), "--world-size", "2"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "--world-size" in err and "group '5' has 4 ranks but the world has 2" in err
