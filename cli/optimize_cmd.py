@@ -89,6 +89,8 @@ def _print_text(app: App, s) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from commopt.report.text import print_table
+
     out = app.out
     out.print(Text.assemble((s.graph, "bold"), f": {s.nodes} nodes, {s.collectives} collectives; "
                             f"estimates from {s.estimator}"))
@@ -102,14 +104,20 @@ def _print_text(app: App, s) -> None:
         t.add_row(p.name, f"{p.before.makespan_us:,.1f}", f"{p.after.makespan_us:,.1f}",
                   f"{p.before.exposed_comm_us:,.1f}", f"{p.after.exposed_comm_us:,.1f}",
                   f"{p.after.peak_memory_bytes / 2**20:,.1f}", p.note or "")
-    out.print(t)
+    print_table(out, t)
     b, a = s.before, s.after
     out.print(f"makespan {b.makespan_us:,.1f} -> {a.makespan_us:,.1f} us "
               f"(lower bound {s.lower_bound_us:,.1f}, ratio {s.makespan_over_lower_bound:.3f})")
     out.print(f"exposed communication {b.exposed_comm_us:,.1f} -> {a.exposed_comm_us:,.1f} us; "
               f"overlap {b.overlap_ratio:.1%} -> {a.overlap_ratio:.1%}")
-    out.print(f"peak memory {b.peak_memory_bytes / 2**20:,.1f} -> {a.peak_memory_bytes / 2**20:,.1f} MiB "
+    out.print(f"peak live tensors {b.peak_memory_bytes / 2**20:,.1f} -> {a.peak_memory_bytes / 2**20:,.1f} MiB "
               f"(budget {s.memory_budget_bytes / 2**20 if s.memory_budget_bytes else 0:,.1f} MiB)")
+    if s.footprint is not None:
+        f = s.footprint
+        share = f.arena_after_bytes / f.after_bytes if f.after_bytes else 0.0
+        out.print(f"footprint of the runner (persistent buffers: arenas + other live tensors) "
+                  f"{f.before_bytes / 2**20:,.2f} -> {f.after_bytes / 2**20:,.2f} MiB, arenas "
+                  f"{share:.0%} of it (budget {f.budget_bytes / 2**20:,.2f} MiB)")
     if s.buffer_plan is not None:
         bp = s.buffer_plan
         out.print(f"comm buffer arenas {bp.arena_bytes / 2**20:,.2f} MiB (lower bound "

@@ -20,7 +20,7 @@ from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
-from commopt.outputs import build_outputs, write_outputs
+from commopt.outputs import build_outputs, estimator_inputs, write_outputs
 from commopt.passes.base import PassContext
 from commopt.passes.manager import PassManager, PipelineResult
 from commopt.progress import SILENT, Progress
@@ -69,8 +69,10 @@ def optimize(
     ``"profile,analytical"`` or an :class:`~commopt.estimators.EstimatorOptions` (hardware,
     GPUs per node, profile and table files) — unless ``durations_us`` gives them. A graph
     without collectives keeps its order. With ``output_dir`` the full output set is built
-    (:func:`build_outputs`; ``align`` and ``comm_buffers`` shape the buffer plan) and written
-    there (:func:`write_outputs`), and the result carries both. ``timings=False`` leaves wall times out of the summary so re-runs are
+    (:func:`build_outputs`; ``align`` — a power of two up to 2 MiB, checked before any work —
+    and ``comm_buffers`` shape the buffer plan) and written there (:func:`write_outputs`: no
+    output may be an input, ``manifest.json`` last marks the set complete), and the result
+    carries both. ``timings=False`` leaves wall times out of the summary so re-runs are
     byte-identical. ``progress`` hears about each stage (load, estimate, each pass, ...).
     """
     from commopt.io import graph_suffix, load_graph
@@ -79,6 +81,7 @@ def optimize(
     from commopt.sim.memory import check_max_memory_increase
 
     check_max_memory_increase(max_memory_increase)
+    output_options = OutputOptions(align=align, comm_buffers=comm_buffers)  # checked before the work
     names = parse_pipeline(passes)
     registry = get_registry()
     pipeline_passes = [registry.create(n) for n in names]
@@ -91,6 +94,7 @@ def optimize(
 
     t1 = time.perf_counter()
     notes: list[str] = list(g.meta.get("load_warnings", []))
+    options = None
     if durations_us is not None:
         durs = [float(d) for d in durations_us]
         if len(durs) != len(g):
@@ -110,8 +114,10 @@ def optimize(
     t_est = time.perf_counter() - t1
 
     t2 = time.perf_counter()
+    footprint_budget = _footprint_budget(g, max_memory_increase, output_options)
     ctx = PassContext.for_graph(g, durs, max_memory_increase=max_memory_increase,
-                                allow_cross_group_reorder=allow_cross_group_reorder)
+                                allow_cross_group_reorder=allow_cross_group_reorder,
+                                footprint_budget=footprint_budget)
     colls = g.collectives()
     if colls:
         with progress.stage("passes " + ",".join(names)):
@@ -136,8 +142,11 @@ def optimize(
     stem = Path(g.source_path).stem if g.source_path else g.name
     counts = Counter((g.nodes[c].collective.group, g.nodes[c].collective.type) for c in colls)
     final = pipeline.final
+    from commopt.gate import graph_identity
+
     summary = Summary(
         graph=g.name,
+        graph_digest=graph_identity(g),
         input=Path(g.source_path).name if g.source_path else None,
         output=stem + graph_suffix(g),
         nodes=len(g),
@@ -153,6 +162,7 @@ def optimize(
                             changed=r.changed, note=r.note) for r in pipeline.records],
         before=_numbers(pipeline.initial),
         after=_numbers(final),
+        footprint=_footprint_summary(g, pipeline.order, footprint_budget, notes) if colls else None,
         lower_bound_us=final.lower_bound_us,
         makespan_over_lower_bound=(final.makespan_us / final.lower_bound_us
                                    if final.lower_bound_us > 0 else 1.0),
@@ -167,10 +177,41 @@ def optimize(
                             pipeline, summary)
     if output_dir is None:
         return result
-    outputs = build_outputs(result, OutputOptions(align=align, comm_buffers=comm_buffers),
-                            progress=progress)
-    written = write_outputs(result, outputs, output_dir, progress=progress)
+    outputs = build_outputs(result, output_options, progress=progress)
+    inputs = [("--groups", groups), *(estimator_inputs(options) if options is not None else [])]
+    written = write_outputs(result, outputs, output_dir, inputs=inputs, progress=progress)
     return dataclasses.replace(result, summary=outputs.summary, outputs=outputs, written=written)
+
+
+def _footprint_budget(graph: Graph, max_memory_increase: float, options: OutputOptions):
+    """The budget on the runner's footprint (arenas at their lower bound + other live
+    tensors): ``(1 + max_memory_increase)`` x the original order's. The passes keep to it as
+    to the live-tensor budget (:meth:`commopt.passes.base.PassContext.fits`)."""
+    from commopt.buffers.footprint import FootprintBudget
+    from commopt.buffers.planner import DEFAULT_ALIGN_BYTES
+
+    align = DEFAULT_ALIGN_BYTES if options.align is None else options.align
+    return FootprintBudget.for_graph(graph, max_memory_increase, graph.original_order, align=align,
+                                     collective_types=options.comm_buffers)
+
+
+def _footprint_summary(graph: Graph, order: Sequence[int], budget: Any, notes: list[str]):
+    """The summary's footprint entry (before and after, arenas at their lower bound; the output
+    set replaces ``after`` with the runner's exact figure), and a note when over budget."""
+    from commopt.buffers.footprint import estimate_footprint
+    from commopt.schemas.summary import MemoryFootprint
+
+    if budget is None:
+        return None
+    kw = {"align": budget.align, "collective_types": budget.collective_types}
+    before = estimate_footprint(graph, graph.original_order, **kw)
+    after = estimate_footprint(graph, order, **kw)
+    if after.peak_bytes > budget.budget_bytes:
+        notes.append(f"memory budget not met: the footprint (arenas + other live tensors) is "
+                     f"{after.peak_bytes:,} B, the budget {budget.budget_bytes:,} B")
+    return MemoryFootprint(budget_bytes=budget.budget_bytes, before_bytes=before.peak_bytes,
+                           after_bytes=after.peak_bytes, arena_before_bytes=before.arena_bytes,
+                           arena_after_bytes=after.arena_bytes)
 
 
 def _as_saved(graph: Graph, pipeline: PipelineResult, durations: list[float],

@@ -70,8 +70,12 @@ def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPU
                                    collective_types=options.comm_buffers, new_plan=plan)
     notes = list(result.summary.notes)
     with progress.stage("generate runner"):
-        runner_name, runner_source, note = _runner(g, order, plan)
+        runner_name, runner_source, note, predicted = _runner(g, order, plan)
     notes.append(note)
+    footprint = result.summary.footprint
+    if footprint is not None and predicted is not None:  # the runner's exact figure
+        footprint = footprint.model_copy(update={"after_bytes": predicted,
+                                                 "arena_after_bytes": plan.totals.arena_bytes})
     with progress.stage("build report"):
         report = build_report(
             g, g.original_order, order, list(result.durations_us),
@@ -82,20 +86,21 @@ def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPU
     files = [result.summary.output, PLAN_FILE, *([runner_name] if runner_name else []),
              REPORT_HTML, TRACE_FILE, SUMMARY_FILE]
     summary = result.summary.model_copy(deep=True, update={
-        "buffer_plan": comparison, "notes": notes, "outputs": files})
+        "buffer_plan": comparison, "notes": notes, "outputs": files, "footprint": footprint})
     return Outputs(summary=summary, graph_file=result.summary.output, plan=plan,
                    runner_name=runner_name, runner_source=runner_source, report=report)
 
 
-def _runner(graph, order: list[int], plan) -> tuple[str | None, str | None, str]:
-    """(file name, source, summary note) of the runner, or no runner and the reason."""
+def _runner(graph, order: list[int], plan) -> tuple[str | None, str | None, str, int | None]:
+    """(file name, source, summary note, predicted peak bytes) of the runner, or no runner
+    and the reason."""
     from commopt.codegen import generate, runner_filename
 
     try:
         model, source = generate(graph, order, plan)
     except GraphError as exc:  # an op the runner cannot launch (e.g. send/recv)
-        return None, None, f"runner not generated: {exc}"
-    return runner_filename(graph), source, _runner_note(model)
+        return None, None, f"runner not generated: {exc}", None
+    return runner_filename(graph), source, _runner_note(model), model.predicted_peak_bytes
 
 
 def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os.PathLike[str], *,

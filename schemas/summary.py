@@ -56,12 +56,33 @@ class Timings(BaseModel):
     passes: list[PassTiming]
 
 
+class MemoryFootprint(BaseModel):
+    """What one rank holds while the emitted runner executes the step (largest rank's sizes):
+    every communication arena for the whole step plus, at its peak, the other live tensors
+    (graph inputs included). ``--max-memory-increase`` bounds this number."""
+
+    accounting: Literal["persistent buffers"] = Field(
+        "persistent buffers", description="the runner keeps one arena per process group for the "
+                                          "whole step; the arenas count in full")
+    budget_bytes: int = Field(description="(1 + max_memory_increase) x the original order's footprint")
+    before_bytes: int = Field(description="footprint of the original order (arenas at their lower bound)")
+    after_bytes: int = Field(description="footprint of the new order: with an output set, exactly what "
+                                         "the runner holds (its --memory measures it); otherwise with "
+                                         "the arenas at their lower bound")
+    arena_before_bytes: int = Field(description="the arenas of the original order (their lower bound)")
+    arena_after_bytes: int = Field(description="the arenas of the new order (the plan's, with an output set)")
+
+
 class Summary(BaseModel):
     """What ``commopt optimize`` did to one graph."""
 
     format: Literal["commopt-summary"] = "commopt-summary"
     version: Literal[1] = 1
     graph: str = Field(description="graph name")
+    graph_digest: str | None = Field(
+        None, description="identity of the input program: sha256 of its sorted node names, kinds "
+                          "and ops (sizes and timings left out); `commopt check --baseline` refuses "
+                          "a baseline whose digest differs")
     input: str | None = Field(description="input file name")
     output: str = Field(description="reordered graph file name, in the same directory")
     nodes: int
@@ -80,6 +101,8 @@ class Summary(BaseModel):
     makespan_over_lower_bound: float = Field(description="after.makespan_us / lower_bound_us")
     buffer_plan: PlanComparison | None = Field(
         None, description="communication-buffer arena totals on the new order vs the original")
+    footprint: MemoryFootprint | None = Field(
+        None, description="the memory the emitted runner holds, arenas included, before and after")
     outputs: list[str] = Field(
         default_factory=list, description="files written beside summary.json, in writing order")
     notes: list[str] = Field(default_factory=list)

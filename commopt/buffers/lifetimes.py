@@ -4,13 +4,14 @@ Buffers are the inputs and outputs of collectives (one per tensor for coalesced 
 one shared ``inout`` buffer per tensor for in-place collectives). Lifetimes are inclusive
 positions in the order:
 
-- input: from the node that allocates the value's storage (its storage root, through views;
-  position 0 for a graph input) to the collective's last wait, since the collective may read
-  its input until then;
+- input: from the collective's issue (the runner copies the value in then) to its last wait,
+  since the collective may read its input until then; when the producer writes straight into
+  the buffer (zero-copy), from the node that allocates the value's storage (its storage root,
+  through views; position 0 for a graph input);
 - output: from the collective's issue to the last use of the result through any alias (views,
   getitems, waits), and at least to the last wait;
-- inout: from the storage's allocation to the last use of any alias of it, and at least to
-  the last wait.
+- inout: from the issue (from the storage's allocation when zero-copy) to the last use of any
+  alias of it, and at least to the last wait.
 
 Sizes are the largest rank's shard (``TensorMeta.padded_nbytes``) so every rank computes the
 same plan; alignment is applied by the planner.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commopt.errors import GraphError, OptionError, suggest
 from commopt.ir.args import iter_refs
@@ -182,6 +183,8 @@ def collect_buffers(
         spec = out[b]
         if _can_write_in_place(graph, spec, keys, last):
             out[b] = _replace_zero_copy(spec)
+        else:  # the runner copies the value in when the collective is issued
+            out[b] = replace(spec, first=pos[spec.collective])
     return out
 
 
@@ -238,6 +241,4 @@ def has_out_variant(op: str) -> bool:
 
 
 def _replace_zero_copy(spec: BufferSpec) -> BufferSpec:
-    from dataclasses import replace
-
     return replace(spec, zero_copy=True)

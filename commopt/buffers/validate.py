@@ -42,6 +42,7 @@ class _Expected:
     value_is_view: bool
     value_last_use: int
     exact: dict  # EXACT_FIELDS -> the value the graph gives
+    issue: int = -1  # the collective's position: an input copied in needs its buffer from there
 
 
 def validate_plan(graph: Graph, order: Sequence[int] | None, plan: BufferPlan) -> list[str]:
@@ -114,9 +115,10 @@ def _compare(where: str, group: str, buf: PlannedBuffer, exp: _Expected) -> list
     if buf.padded_bytes != exp.padded_bytes or buf.size_bytes < exp.padded_bytes:
         out.append(f"{where}: size mismatch: the graph needs {exp.padded_bytes} bytes (padded), the "
                    f"plan says {buf.padded_bytes} padded in {buf.size_bytes} reserved")
-    if buf.first > exp.first or buf.last < exp.last:
+    need_first = _needed_first(buf, exp)
+    if buf.first > need_first or buf.last < exp.last:
         out.append(f"{where}: lifetime {buf.first}-{buf.last} does not cover the needed "
-                   f"{exp.first}-{exp.last}")
+                   f"{need_first}-{exp.last}")
     if buf.zero_copy and (exp.value_root_is_input or exp.value_is_view or exp.value_last_use > exp.last):
         out.append(f"{where}: marked zero-copy but its value is a graph input, a view, or read after "
                    f"the buffer's lifetime")
@@ -157,12 +159,19 @@ def _bound_problems(arena) -> list[str]:
     return out
 
 
+def _needed_first(buf: PlannedBuffer, exp: _Expected) -> int:
+    """Where the buffer must start: a value copied in at the issue needs it from the issue;
+    one its producer writes straight into the buffer (zero-copy) from the producer on."""
+    return exp.first if buf.zero_copy or exp.issue < 0 else exp.issue
+
+
 def _overlaps(group: str, buffers: list[PlannedBuffer], expected: dict[str, _Expected]) -> list[str]:
     """Pairs live at the same time (true lifetimes) whose byte ranges intersect."""
     spans = []
     for b in buffers:
         exp = expected.get(b.name)
-        first, last = (min(b.first, exp.first), max(b.last, exp.last)) if exp else (b.first, b.last)
+        first, last = ((min(b.first, _needed_first(b, exp)), max(b.last, exp.last)) if exp
+                       else (b.first, b.last))
         if b.size_bytes > 0:
             spans.append((first, last, b.offset_bytes, b.offset_bytes + b.size_bytes, b.name))
     spans.sort()
@@ -241,6 +250,7 @@ def _expected_buffers(graph: Graph, order: Sequence[int], types: set[str] | None
                 root_is_input, i != root, last_touch(root, ti),
                 _exact(node.name, info.type, "inout" if info.in_place else "input", k,
                        nodes[i].name, nodes[root].name, meta),
+                issue=pos[c],
             )
         if info.in_place:
             continue

@@ -43,7 +43,7 @@ def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel
     copies, zero_copy = lowering.copies, lowering.zero_copy
     used = set(lowering.used_buffers)
     original = lowering.body(graph.original_order, None)
-    predicted = _predicted_peak(graph, order, arenas, slots, targets)
+    predicted = _predicted_peak(graph, order, plan, targets)
     unused = [b for b in buffers if b.var not in used]
     if unused:
         # all_reduce/broadcast run in place on one buffer: a separate input buffer stays idle
@@ -70,18 +70,16 @@ def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel
     )
 
 
-def _predicted_peak(graph: Graph, order: list[int], arenas, slots, targets) -> int:
+def _predicted_peak(graph: Graph, order: list[int], plan: Any, targets) -> int:
     """The peak bytes one rank holds running the optimized step, by commopt's memory model:
-    the arenas plus every other live tensor (:func:`commopt.sim.memory.footprint`), or the
-    plain live-tensor peak without a plan. Largest rank's sizes."""
-    from commopt.sim.memory import footprint, peak_memory
+    the arenas plus every other live tensor (:func:`commopt.buffers.footprint.plan_footprint`),
+    or the plain live-tensor peak without a plan. Largest rank's sizes."""
+    from commopt.buffers.footprint import plan_footprint
+    from commopt.sim.memory import peak_memory
 
-    if not slots:
+    if plan is None:
         return peak_memory(graph, order, padded=True)[0]
-    resident = {coll for (coll, role, _k) in slots if role in ("output", "inout")} | set(targets)
-    copied = {coll for (coll, role, _k) in slots if role in ("input", "inout")}
-    return footprint(graph, order, sum(size for _, size in arenas), resident, copied,
-                     padded=True).peak_bytes
+    return plan_footprint(graph, order, plan, zero_copy=targets).peak_bytes
 
 
 def _check_order(graph: Graph, order: list[int]) -> None:

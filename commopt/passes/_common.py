@@ -108,26 +108,26 @@ def within_budget(graph: Graph, order: Sequence[int], budget_bytes: int | None) 
 
 
 def widest_fitting(
-    graph: Graph,
     order: Sequence[int],
-    budget_bytes: int | None,
+    fits: Callable[[Sequence[int]], bool],
     build: Callable[[float], list[int]],
 ) -> list[int]:
-    """The order ``build(factor)`` for the widest window factor that fits the memory budget.
+    """The order ``build(factor)`` for the widest window factor that ``fits`` the memory
+    budgets (:meth:`commopt.passes.base.PassContext.fits`).
 
     Tries the unbounded window first (one evaluation when memory is no issue), then a
     binary search over :data:`WINDOW_FACTORS` (peak memory grows with the window); falls
     back to ``order`` when nothing fits.
     """
     first = build(WINDOW_FACTORS[0])
-    if within_budget(graph, first, budget_bytes):
+    if fits(first):
         return first
     lo, hi = 1, len(WINDOW_FACTORS) - 1  # search the first fitting index in [lo, hi]
     best: list[int] | None = None
     while lo <= hi:
         mid = (lo + hi) // 2
         cand = build(WINDOW_FACTORS[mid])
-        if within_budget(graph, cand, budget_bytes):
+        if fits(cand):
             best, hi = cand, mid - 1
         else:
             lo = mid + 1

@@ -34,6 +34,9 @@ class PassContext:
     - ``memory_budget_bytes``: the peak live memory no pass may exceed (None: no budget),
       normally ``(1 + max_memory_increase) * peak of the original order``, counted with
       padded sizes (``peak_memory(..., padded=True)``) so it is the same on every rank;
+    - ``footprint_budget``: with persistent buffers (the runner's arenas), the footprint
+      (arenas + other live tensors, :class:`commopt.buffers.footprint.FootprintBudget`) no
+      pass may exceed either; None: only the live-tensor budget;
     - ``allow_cross_group_reorder``: collectives of different groups may change their
       relative order (same-group order is always kept);
     - ``options``: free-form options for plug-in passes.
@@ -44,6 +47,7 @@ class PassContext:
     max_memory_increase: float = DEFAULT_MAX_MEMORY_INCREASE
     allow_cross_group_reorder: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+    footprint_budget: Any = None
     _sims: dict[tuple[int, tuple[int, ...]], Any] = field(
         default_factory=dict, compare=False, repr=False)
 
@@ -61,6 +65,15 @@ class PassContext:
             self._sims[key] = hit
         return hit[1]
 
+    def fits(self, graph: Graph, order: Sequence[int]) -> bool:
+        """Whether ``order`` keeps every memory budget: the padded live-tensor peak and, with
+        persistent buffers, the footprint. Passes ask this of every order they keep."""
+        from commopt.passes._common import within_budget
+
+        if not within_budget(graph, order, self.memory_budget_bytes):
+            return False
+        return self.footprint_budget is None or self.footprint_budget.fits(graph, order)
+
     @classmethod
     def for_graph(
         cls,
@@ -71,6 +84,7 @@ class PassContext:
         allow_cross_group_reorder: bool = False,
         original_order: Sequence[int] | None = None,
         options: dict[str, Any] | None = None,
+        footprint_budget: Any = None,
     ) -> PassContext:
         """A context whose budget is :func:`commopt.sim.memory.memory_budget` of the original
         order (padded peak x ``(1 + max_memory_increase)``, the same on every rank)."""
@@ -83,6 +97,7 @@ class PassContext:
             max_memory_increase=max_memory_increase,
             allow_cross_group_reorder=allow_cross_group_reorder,
             options=dict(options or {}),
+            footprint_budget=footprint_budget,
         )
 
 

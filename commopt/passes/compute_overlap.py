@@ -34,7 +34,6 @@ from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.passes._common import (
     collective_chain,
-    within_budget,
     zero_cost_view_mask,
 )
 from commopt.passes.base import Pass, PassContext
@@ -140,7 +139,7 @@ class ComputeOverlap(Pass):
                     lo = mid
                 else:
                     hi = mid
-        if best is None or not within_budget(graph, best[1], budget):
+        if best is None or not ctx.fits(graph, best[1]):
             return None
         return best[1], best[0][0], best[0][1]
 

@@ -63,13 +63,9 @@ class PassManager:
             new = Schedule.of(graph, proposed)
             after = ctx.simulate(graph, new)
             note = None
-            budget = ctx.memory_budget_bytes
-            if budget is not None and new != current:
-                peak = peak_memory(graph, new, padded=True)[0]
-                if peak > budget and peak > peak_memory(graph, current, padded=True)[0]:
-                    note = (f"order not taken: padded peak memory {peak} B exceeds the "
-                            f"budget {budget} B")
-                    new, after = current, sim
+            if new != current and not ctx.fits(graph, new) and _keeps_budget_better(graph, current, new, ctx):
+                note = "order not taken: " + _budget_words(graph, new, ctx)
+                new, after = current, sim
             result.records.append(PassRecord(p.name, sim, after, seconds, new != current, note))
             ran.append(p.name)
             current, sim = new, after
@@ -78,15 +74,33 @@ class PassManager:
         return result
 
 
+def _keeps_budget_better(graph: Graph, current: Schedule, new: Schedule, ctx: PassContext) -> bool:
+    """Whether the order a pass got is better for the budget than the over-budget order it
+    returned: it fits, or (already over) its padded peak is lower."""
+    if ctx.fits(graph, current):
+        return True
+    return peak_memory(graph, new, padded=True)[0] > peak_memory(graph, current, padded=True)[0]
+
+
+def _budget_words(graph: Graph, order: Schedule, ctx: PassContext) -> str:
+    """Which budget ``order`` exceeds and by how much, for the pass record."""
+    peak = peak_memory(graph, order, padded=True)[0]
+    if ctx.memory_budget_bytes is not None and peak > ctx.memory_budget_bytes:
+        return f"padded peak memory {peak} B exceeds the budget {ctx.memory_budget_bytes} B"
+    fb = ctx.footprint_budget
+    return (f"footprint {fb.peak(graph, order)} B (arenas + other live tensors) exceeds the "
+            f"budget {fb.budget_bytes} B")
+
+
 def _run_pass(p: Pass, graph: Graph, order: Schedule, ctx: PassContext, ran: list[str]) -> list[int]:
     """``p``'s order; an exception inside a plug-in pass becomes a :class:`PassError` naming
     the pass and the passes before it (a user error: exit 2, traceback under ``--debug``). A
     built-in pass's exception is a bug in commopt and propagates as one."""
     try:
         return list(p.run(graph, order, ctx))
-    except CommoptError:
+    except (CommoptError, KeyboardInterrupt):
         raise
-    except Exception as exc:
+    except BaseException as exc:  # SystemExit too: a plug-in must not end the run
         if type(p).__module__.startswith("commopt."):
             raise
         before = f"after {', '.join(ran)}" if ran else "as the first pass"

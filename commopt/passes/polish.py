@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
-from commopt.passes._common import within_budget, zero_cost_view_mask
+from commopt.passes._common import zero_cost_view_mask
 from commopt.passes.base import Pass, PassContext
 
 #: Positions after a wait searched for compute to move in front of it, and the collectives
@@ -58,7 +58,6 @@ def polish(graph: Graph, order: Sequence[int], ctx: PassContext, *, candidates: 
     viewish = zero_cost_view_mask(graph)
     movable = [nodes[i].kind is NodeKind.COMPUTE and not viewish[i] and not nodes[i].side_effect
                for i in range(n)]
-    budget = ctx.memory_budget_bytes
     current = list(order)
     sim = ctx.simulate(graph, current)
     floor_us = sim.lower_bound_us * (1.0 + 1e-9)
@@ -79,7 +78,7 @@ def polish(graph: Graph, order: Sequence[int], ctx: PassContext, *, candidates: 
                 tried.add((x, to))
                 cand = current[:to] + [x] + current[to:k] + current[k + 1:]
                 trials_left -= 1
-                if within_budget(graph, cand, budget):
+                if ctx.fits(graph, cand):
                     s2 = simulate(graph, cand, ctx.durations_us)
                     k2 = (s2.makespan_us, s2.exposed_comm_us)
                     if k2[0] <= key[0] and k2[1] < key[1] - 1e-9:

@@ -73,4 +73,4 @@ class RaiseComms(Pass):
                           for i in range(n)]
             return demand_order(rev, lazy, fence, succs, step, window)[::-1]
 
-        return widest_fitting(graph, order, ctx.memory_budget_bytes, build)
+        return widest_fitting(order, lambda o: ctx.fits(graph, o), build)

@@ -73,4 +73,4 @@ class SinkWaits(Pass):
                           for i in range(n)]
             return demand_order(order, lazy, fence, preds, step, window)
 
-        return widest_fitting(graph, order, ctx.memory_budget_bytes, build)
+        return widest_fitting(order, lambda o: ctx.fits(graph, o), build)

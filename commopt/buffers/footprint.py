@@ -1,0 +1,97 @@
+"""The memory the emitted program holds: persistent arenas plus every other live tensor.
+
+The generated runner keeps one arena per process group for the whole step; the passes'
+memory budget and the summary count that, not only the plain live-tensor peak
+(:func:`commopt.sim.memory.footprint` has the model, the runner's ``--memory`` measures it).
+
+- :func:`estimate_footprint` is cheap (no offset packing): the arenas at their lower bound
+  (the largest sum of buffers live at once, which the planner reaches within a few percent,
+  ``BENCHMARKS.md``), so the budget search can evaluate many orders;
+- :func:`plan_footprint` is exact for a given plan: the plan's arenas, and the residents the
+  runner really has (collective outputs and the producers the plan lets write in place).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from commopt.buffers.lifetimes import collect_buffers, parse_collective_types
+from commopt.buffers.offsets import lower_bound
+from commopt.buffers.planner import DEFAULT_ALIGN_BYTES, align_up
+from commopt.ir.graph import Graph
+from commopt.schemas.buffer_plan import BufferPlan
+from commopt.sim.memory import Footprint, footprint
+
+
+def estimate_footprint(graph: Graph, order: Sequence[int], *, align: int = DEFAULT_ALIGN_BYTES,
+                       collective_types: str | Iterable[str] | None = None) -> Footprint:
+    """The footprint of the runner on ``order`` with the arenas at their lower bound (largest
+    rank's sizes). Producers are assumed to copy into their buffers (no zero-copy), which can
+    only overstate the other tensors."""
+    specs = collect_buffers(graph, order, parse_collective_types(collective_types))
+    by_group: dict[str, list] = {}
+    for s in specs:
+        by_group.setdefault(s.group, []).append(s)
+    arena = sum(lower_bound([align_up(s.padded_bytes, align) for s in group],
+                            [s.first for s in group], [s.last for s in group])
+                for group in by_group.values())
+    resident = {s.collective for s in specs if s.role in ("output", "inout")}
+    copied = {s.collective for s in specs if s.role in ("input", "inout")}
+    return footprint(graph, order, arena, resident, copied, padded=True)
+
+
+def plan_footprint(graph: Graph, order: Sequence[int], plan: BufferPlan,
+                   zero_copy: Iterable[int] = ()) -> Footprint:
+    """The footprint of the runner on ``order`` with ``plan`` (made for that order): what
+    the runner's ``--memory`` measures, at the largest rank's sizes. ``zero_copy``: the
+    producers the runner lets write straight into their buffer (they allocate nothing)."""
+    index = graph.index_of
+    resident: set[int] = set(zero_copy)
+    copied: set[int] = set()
+    for arena in plan.groups:
+        for buf in arena.buffers:
+            c = index[buf.node]
+            if buf.role in ("output", "inout"):
+                resident.add(c)
+            if buf.role in ("input", "inout"):
+                copied.add(c)
+    return footprint(graph, order, plan.totals.arena_bytes, resident, copied, padded=True)
+
+
+class FootprintBudget:
+    """The runner's footprint a reordering may reach: ``budget_bytes`` (arenas at their lower
+    bound plus the other live tensors, :func:`estimate_footprint`). The passes ask
+    :meth:`fits` of every order they consider, next to the plain live-tensor budget.
+    Memoizes the last few orders (passes check the same order more than once)."""
+
+    def __init__(self, budget_bytes: int, *, align: int = DEFAULT_ALIGN_BYTES,
+                 collective_types: str | Iterable[str] | None = None) -> None:
+        self.budget_bytes = int(budget_bytes)
+        self.align = align
+        self.collective_types = collective_types
+        self._seen: dict[tuple[int, tuple[int, ...]], int] = {}
+
+    @classmethod
+    def for_graph(cls, graph: Graph, max_memory_increase: float, original: Sequence[int], *,
+                  align: int = DEFAULT_ALIGN_BYTES,
+                  collective_types: str | Iterable[str] | None = None) -> FootprintBudget:
+        """``(1 + max_memory_increase)`` x the footprint of the original order."""
+        base = estimate_footprint(graph, original, align=align, collective_types=collective_types)
+        return cls(int(base.peak_bytes * (1.0 + max_memory_increase)), align=align,
+                   collective_types=collective_types)
+
+    def peak(self, graph: Graph, order: Sequence[int]) -> int:
+        """The estimated footprint of ``order``."""
+        key = (id(graph), tuple(order))
+        hit = self._seen.get(key)
+        if hit is None:
+            hit = estimate_footprint(graph, order, align=self.align,
+                                     collective_types=self.collective_types).peak_bytes
+            if len(self._seen) >= 8:
+                del self._seen[next(iter(self._seen))]
+            self._seen[key] = hit
+        return hit
+
+    def fits(self, graph: Graph, order: Sequence[int]) -> bool:
+        """Whether ``order``'s footprint is within the budget."""
+        return self.peak(graph, order) <= self.budget_bytes
