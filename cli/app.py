@@ -96,11 +96,15 @@ class App:
         return self._config
 
     def _console(self, stream) -> Console:
-        no_color = self.color == "never" or (self.color == "auto" and "NO_COLOR" in os.environ)
-        force = True if self.color == "always" else None
+        # NO_COLOR (https://no-color.org) removes every style, bold and italic too (rich's
+        # no_color keeps them); FORCE_COLOR styles output that is not a terminal.
+        auto = self.color == "auto"
+        plain = self.color == "never" or (auto and bool(os.environ.get("NO_COLOR")))
+        force = True if self.color == "always" or (auto and not plain and os.environ.get("FORCE_COLOR")) else None
         console = Console(
             file=stream,
-            no_color=no_color,
+            no_color=plain,
+            color_system=None if plain else "auto",
             force_terminal=force,
             highlight=False,
             markup=False,

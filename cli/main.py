@@ -61,8 +61,10 @@ class LazyGroup(click.Group):
         """Run the CLI and map errors to exit codes (also under click's CliRunner).
 
         User errors (:class:`CommoptError`, click usage errors) are one line on stderr; any
-        other exception is a bug: traceback and a request to report it.
+        other exception is a bug: traceback and a request to report it. Global options may
+        come after the command too (:func:`global_options_first`).
         """
+        args = global_options_first(list(sys.argv[1:] if args is None else args))
         try:
             rv = super().main(args, "commopt", complete_var, standalone_mode=False, **extra)
         except CommoptError as exc:
@@ -105,8 +107,58 @@ class LazyGroup(click.Group):
         return super().resolve_command(ctx, args)
 
 
+#: Options of the root command: name -> whether it takes a value.
+GLOBAL_OPTIONS = {"-v": False, "--verbose": False, "-q": False, "--quiet": False, "--debug": False,
+                  "--color": True}
+
+
+def global_options_first(args: list[str]) -> list[str]:
+    """``args`` with the global options that follow the command moved before it, so
+    ``commopt optimize g.pt2 -o out -q`` works like ``commopt -q optimize ...``. Stops at
+    ``--`` (what follows is never an option); stacked short flags (``-vv``, ``-qq``) count."""
+    command, k = None, 0
+    while k < len(args):  # the command: the first word that is not a global option or its value
+        a = args[k]
+        if a == "--":
+            return args
+        if not a.startswith("-"):
+            command = k
+            break
+        k += 2 if GLOBAL_OPTIONS.get(a, False) else 1
+    if command is None:
+        return args
+    moved, rest, k = [], args[:command + 1], command + 1
+    while k < len(args):
+        a = args[k]
+        name = a.split("=", 1)[0]
+        if a == "--":
+            rest.extend(args[k:])
+            break
+        if name in GLOBAL_OPTIONS or (len(a) > 2 and a[0] == "-" and a[1] != "-"
+                                      and set(a[1:]) <= {"v"} | {"q"}):
+            takes = GLOBAL_OPTIONS.get(name, False) and "=" not in a
+            moved.extend(args[k:k + 2] if takes else [a])
+            k += 2 if takes else 1
+            continue
+        rest.append(a)
+        k += 1
+    return [*args[:command], *moved, *rest[command:]]
+
+
+def _version_message() -> str:
+    """commopt's, torch's and Python's versions (torch's from its metadata: no import)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = "not installed"
+    return f"commopt {__version__} (torch {torch_version}, Python {platform.python_version()})"
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="commopt")
+@click.version_option(__version__, "--version", prog_name="commopt", message=_version_message())
 @click.option("-v", "--verbose", count=True, help="More diagnostics on stderr.")
 @click.option("-q", "--quiet", count=True, help="Fewer diagnostics on stderr.")
 @click.option("--debug", is_flag=True, help="Show the traceback of an error (e.g. a failing plug-in).")

@@ -71,3 +71,33 @@ def test_bad_option_value_is_one_line_with_where_to_look():
     (line,) = r.stderr.strip().splitlines()
     assert line.startswith("commopt: error: Invalid value for '--gpus-per-node'")
     assert line.endswith("(see 'commopt optimize --help')")
+
+
+def test_version_names_torch_and_python():
+    import platform
+
+    r = _invoke("--version")
+    assert "torch " in r.output and f"Python {platform.python_version()}" in r.output
+
+
+def test_global_options_work_after_the_command_too(samples_dir):
+    from commopt.cli.main import global_options_first
+
+    assert global_options_first(["inspect", "g.json", "-q", "--color", "never", "--debug"]) == \
+        ["-q", "--color", "never", "--debug", "inspect", "g.json"]
+    assert global_options_first(["-v", "optimize", "g", "-o", "out", "-qq", "--color=always"]) == \
+        ["-v", "-qq", "--color=always", "optimize", "g", "-o", "out"]
+    assert global_options_first(["report", "--", "-q"]) == ["report", "--", "-q"]
+    graph = str(samples_dir / "ws2" / "tp.json")
+    after = _invoke("inspect", graph, "--color", "never", "-q")
+    before = _invoke("--color", "never", "-q", "inspect", graph)
+    assert after.exit_code == before.exit_code == 0
+    assert after.output == before.output
+
+
+def test_no_color_removes_every_style_and_force_color_forces_it(samples_dir):
+    graph = str(samples_dir / "ws2" / "tp.json")
+    forced = _invoke("inspect", graph, env={"FORCE_COLOR": "1", "NO_COLOR": ""})
+    assert forced.exit_code == 0 and "\x1b[" in forced.output  # bold headers are styled
+    plain = _invoke("inspect", graph, env={"FORCE_COLOR": "1", "NO_COLOR": "1"})
+    assert plain.exit_code == 0 and "\x1b[" not in plain.output  # bold too is gone
