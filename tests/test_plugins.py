@@ -25,16 +25,6 @@ class NeedsTwoArguments:
         return None
 
 
-class RaisesInConstructor:
-    name = "raises"
-
-    def __init__(self, options):
-        raise RuntimeError("no licence server")
-
-    def estimate(self, node, graph):
-        return None
-
-
 class KeepsOptions:
     name = "keeps"
 
@@ -59,11 +49,6 @@ def test_a_factory_is_called_with_the_options_and_nothing_is_guessed():
     assert est.options is opts
     with pytest.raises(PluginError, match="'tests.test_plugins:NeedsTwoArguments': its factory failed: TypeError"):
         estimators.load_one("tests.test_plugins:NeedsTwoArguments", opts)
-
-
-def test_a_constructor_that_raises_is_a_plugin_error_naming_the_estimator():
-    with pytest.raises(PluginError, match="RaisesInConstructor.*no licence server"):
-        estimators.resolve("tests.test_plugins:RaisesInConstructor")
 
 
 def test_a_target_that_is_neither_estimator_nor_factory_is_refused_on_load():
