@@ -14,7 +14,7 @@ Identifiers below come from the graph file, sanitized; strings are repr()-quoted
 # @@GRAPH DATA@@
 GRAPH_NAME = 'durations'
 WORLD_SIZE = 2
-PLAN_DIGEST = '50dee4a6b74ced6ebeb27e6f3ad4476d8e27d5bb96dd9d7df3e165a627cd503c'
+PLAN_DIGEST = 'f43df9fcfea49628a36b9a18719d0b2ddddbb3a95705165fdeecbec7acd85b1a'
 # Backend when --backend is not given (None: nccl with CUDA, else gloo).
 DEFAULT_BACKEND = None
 # Process groups in creation order: (variable, c10d name in the graph, size, rank sets or None
