@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import click
 from pydantic import BaseModel
 
 from commopt.cli.app import App, echo
+from commopt.errors import CommoptError
 
 graph_argument = click.argument("graph", type=click.Path(dir_okay=True, path_type=str))
 
@@ -137,4 +139,41 @@ def check_outputs(app: App | None, outputs: dict[str, str | os.PathLike[str] | N
         guard_outputs([("$GITHUB_STEP_SUMMARY", os.environ.get("GITHUB_STEP_SUMMARY") or None)], ins)
 
 
-pass_app = click.make_pass_decorator(App, ensure=True)
+_pass_app_object = click.make_pass_decorator(App, ensure=True)
+
+
+def _flag_given(ctx: click.Context, flag: str) -> bool:
+    """Whether ``flag`` (e.g. ``--align``) was set on the command line or from the environment."""
+    from click.core import ParameterSource
+
+    for param in ctx.command.params:
+        if flag in getattr(param, "opts", ()) and param.name is not None:
+            return ctx.get_parameter_source(param.name) in (ParameterSource.COMMANDLINE,
+                                                            ParameterSource.ENVIRONMENT)
+    return False
+
+
+def pass_app(f):
+    """Pass the :class:`App` as the command's first argument, and re-locate an error about a
+    value from the configuration file at that file and key (:func:`commopt.config.relabel_error`):
+    library code names the flag, which the user did not pass when the value came from the file."""
+    inner = _pass_app_object(f)
+
+    @functools.wraps(inner)
+    def command(*args, **kwargs):
+        try:
+            return inner(*args, **kwargs)
+        except CommoptError as exc:
+            ctx = click.get_current_context()
+            app = ctx.find_object(App)
+            config = app._config if app is not None else None  # not App.config: never read it here
+            if config is None:  # the command never read the configuration: no value came from it
+                raise
+            from commopt.config import relabel_error
+
+            new = relabel_error(exc, config, lambda flag: _flag_given(ctx, flag))
+            if new is exc:
+                raise
+            raise new from exc
+
+    return command

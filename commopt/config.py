@@ -3,13 +3,18 @@
 The config file is the nearest ``commopt.toml``, or ``pyproject.toml`` with a
 ``[tool.commopt]`` table, found by walking up from the starting directory (the current
 directory by default); ``commopt.toml`` wins when both sit in the same directory.
+
+A relative path in the file (:data:`PATH_KEYS`) means a path next to the file: it is resolved
+against the file's directory, so the same file works from any working directory. An error
+about a value that came from the file names the file and key (:func:`relabel_error`), not the
+command-line flag the user never passed.
 """
 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,9 @@ from commopt.schemas.config import ConfigFile
 
 DEFAULT_SOURCE = "default"
 CLI_SOURCE = "command line"
+
+#: Keys whose value is a file path (``hardware`` also takes a preset name).
+PATH_KEYS = ("hardware", "profile", "table")
 
 
 def builtin_defaults() -> dict[str, Any]:
@@ -36,7 +44,6 @@ class Config:
     values: dict[str, Any]
     sources: dict[str, str]
     file: Path | None = None
-    _cli: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -58,6 +65,40 @@ class Config:
             values[key] = value
             sources[key] = CLI_SOURCE
         return Config(values, sources, self.file)
+
+    def key_name(self, key: str) -> str:
+        """``key`` as the config file spells it (see :func:`file_key`)."""
+        return file_key(self.file, key) if self.file is not None else key
+
+    def from_file(self, key: str) -> bool:
+        """Whether ``key``'s value comes from the config file (not a default, not a flag)."""
+        return self.file is not None and self.sources.get(key) == str(self.file)
+
+
+def file_key(path: Path, key: str) -> str:
+    """``key`` as the file at ``path`` spells it: ``tool.commopt.align`` in a pyproject.toml."""
+    return f"tool.commopt.{key}" if path.name == "pyproject.toml" else key
+
+
+def relabel_error(exc: CommoptError, config: Config, flag_given: Callable[[str], bool]) -> CommoptError:
+    """``exc`` located at the config file and key when it is about a value from the file.
+
+    Library code names the flag (``field="--align"``); when ``--align`` was not given
+    (``flag_given("--align")`` is false) and ``align`` came from the config file, the user
+    never typed that flag: the error becomes ``FILE: key tool.commopt.align: MESSAGE`` (a
+    file the message was about, e.g. a missing profile, is kept in parentheses). Any other
+    error is returned as it is.
+    """
+    flag = exc.field
+    if not isinstance(flag, str) or not flag.startswith("--"):
+        return exc
+    key = flag[2:].replace("-", "_")
+    if key not in ConfigFile.model_fields or not config.from_file(key) or flag_given(flag):
+        return exc
+    message = f"key {config.key_name(key)}: {exc.message}"
+    if exc.file is not None and exc.file != str(config.file):
+        message += f" ({exc.file})"
+    return type(exc)(message, file=str(config.file), node=exc.node)
 
 
 def find_config_file(start: Path | None = None) -> Path | None:
@@ -89,14 +130,26 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise CommoptError(f"cannot read: {exc.strerror}", file=str(path)) from None
 
 
+def resolve_path_value(key: str, value: Any, base: Path) -> Any:
+    """``value`` of ``key`` with a relative file path made absolute against ``base`` (the
+    config file's directory); other keys, absolute paths and hardware preset names unchanged."""
+    if key not in PATH_KEYS or not isinstance(value, str) or not value:
+        return value
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        return str(path)
+    if key == "hardware" and path.suffix.lower() != ".json" and len(path.parts) == 1 \
+            and not (base / path).exists():
+        return value  # a preset name (or an unknown one, which load_hardware words)
+    return str(base / path)
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
-    """The validated settings a file sets (only keys present in the file)."""
+    """The validated settings a file sets (only keys present in the file); relative paths
+    are resolved against the file's directory (:func:`resolve_path_value`)."""
     data = _read_toml(path)
     if path.name == "pyproject.toml":
         data = data.get("tool", {}).get("commopt", {})
-        prefix = "tool.commopt."
-    else:
-        prefix = ""
     try:
         model = ConfigFile.model_validate(data)
     except ValidationError as exc:
@@ -106,9 +159,10 @@ def read_config_file(path: Path) -> dict[str, Any]:
             from commopt.errors import suggest
 
             hint = suggest(key, list(ConfigFile.model_fields))
-            raise CommoptError(f"unknown setting{hint}", file=str(path), field=prefix + key) from None
-        raise CommoptError(f"bad setting: {err['msg']}", file=str(path), field=prefix + key) from None
-    return model.model_dump(exclude_unset=True)
+            raise CommoptError(f"key {file_key(path, key)}: unknown setting{hint}", file=str(path)) from None
+        raise CommoptError(f"key {file_key(path, key)}: bad setting: {err['msg']}", file=str(path)) from None
+    base = path.resolve().parent
+    return {k: resolve_path_value(k, v, base) for k, v in model.model_dump(exclude_unset=True).items()}
 
 
 def load_config(start: Path | None = None, *, file: Path | None = None) -> Config:

@@ -1,7 +1,8 @@
 """commopt configuration: ``[tool.commopt]`` in pyproject.toml, or a ``commopt.toml`` file.
 
 Every key is optional; command-line flags override file values, file values override the
-built-in defaults. ``commopt config`` shows the effective values and where each came from.
+built-in defaults. A relative path (``hardware`` file, ``profile``, ``table``) is relative to
+the config file's directory. ``commopt config`` shows the effective values and where each came from.
 """
 
 from __future__ import annotations
@@ -16,18 +17,18 @@ class ConfigFile(BaseModel):
 
     passes: str | None = Field(None, description="comma-separated pass pipeline")
     estimator: str | None = Field(None, description="estimator spec, e.g. 'profile,analytical'")
-    hardware: str | None = Field(None, description="hardware preset name or JSON file")
+    hardware: str | None = Field(None, description="hardware preset name or JSON file (relative to this file)")
     gpus_per_node: int | None = Field(None, ge=1)
-    profile: str | None = Field(None, description="calibrated profile JSON or Kineto trace")
-    table: str | None = Field(None, description="JSON/CSV duration table")
-    max_memory_increase: float | None = Field(None, gt=-1, le=100)
+    profile: str | None = Field(None, description="calibrated profile JSON or Kineto trace (relative to this file)")
+    table: str | None = Field(None, description="JSON/CSV duration table (relative to this file)")
+    max_memory_increase: float | None = Field(None, gt=-1, le=100, allow_inf_nan=False)
     allow_cross_group_reorder: bool | None = None
     align: int | None = Field(None, ge=1)
     comm_buffers: str | None = None
-    max_exposed_comm_us: float | None = Field(None, ge=0)
-    min_overlap: float | None = Field(None, ge=0, le=1)
+    max_exposed_comm_us: float | None = Field(None, ge=0, allow_inf_nan=False)
+    min_overlap: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
     max_peak_memory: int | None = Field(None, ge=0)
-    max_regression: float | None = Field(None, ge=0, description="percent")
+    max_regression: float | None = Field(None, ge=0, allow_inf_nan=False, description="percent")
 
 
 class EffectiveSetting(BaseModel):

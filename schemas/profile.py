@@ -1,4 +1,4 @@
-"""A calibrated profile model (``commopt calibrate TRACE -o profile.json``).
+"""A calibrated profile model (``commopt calibrate TRACE... -o profile.json``).
 
 Collectives: measured points (median time per message size) and a fitted latency and
 bandwidth per collective type and group size; the profile estimator interpolates between
@@ -31,6 +31,7 @@ class CollectiveFit(BaseModel):
     min_bytes: int = Field(ge=0)
     max_bytes: int = Field(ge=0)
     points: list[CollectivePoint]
+    how: str | None = Field(None, description="how the fit was made, e.g. 'latency forced to 0: fewer than 2 sizes'")
 
 
 class ComputeEntry(BaseModel):
@@ -50,7 +51,7 @@ class ProfileModel(BaseModel):
 
     format: Literal["commopt-profile"] = "commopt-profile"
     version: Literal[1] = 1
-    source: str = Field(description="trace file(s) the model was fitted on (file names)")
+    source: str = Field(description="trace file(s) the model was fitted on (file names, comma-separated)")
     device: str = Field(description="device named in the trace ('cpu' for CPU-only traces)")
     world_size: int | None = None
     steps: list[int] = Field(default_factory=list, description="profiler steps used")

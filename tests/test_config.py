@@ -77,3 +77,80 @@ def test_unreadable_config_is_one_line_exit_2(tmp_path: Path, monkeypatch, name:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and name in lines[0] and message in lines[0], result.stderr
     assert "Traceback" not in result.output
+
+
+def test_relative_paths_resolve_against_the_config_files_directory(tmp_path: Path):
+    (tmp_path / "commopt.toml").write_text(
+        'profile = "profiles/p.json"\ntable = "t.csv"\nhardware = "hw/custom.json"\n')
+    cfg = load_config(tmp_path / "deep" / "er")  # found by walking up; need not exist
+    assert cfg["profile"] == str(tmp_path.resolve() / "profiles" / "p.json")
+    assert cfg["table"] == str(tmp_path.resolve() / "t.csv")
+    assert cfg["hardware"] == str(tmp_path.resolve() / "hw" / "custom.json")
+
+
+def test_absolute_paths_and_hardware_presets_are_kept(tmp_path: Path):
+    table = tmp_path / "elsewhere" / "t.csv"
+    (tmp_path / "commopt.toml").write_text(f'table = "{table.as_posix()}"\nhardware = "a100"\n')
+    cfg = load_config(tmp_path)
+    assert cfg["table"] == str(table) and cfg["hardware"] == "a100"
+
+
+def _graph(path: Path) -> Path:
+    from commopt.io.json_graph import save_json_graph
+    from commopt.synth import fsdp_tp_stack
+
+    save_json_graph(fsdp_tp_stack(2, dp=4, tp=2, hidden=256, tokens=512), path)
+    return path
+
+
+def test_a_config_table_works_from_another_directory(tmp_path: Path, monkeypatch):
+    """The table sits next to the config; commopt runs from a subdirectory and reads it."""
+    from commopt.schemas.estimate import EstimateReport
+
+    project = tmp_path / "project"
+    (project / "tables").mkdir(parents=True)
+    (project / "tables" / "durations.csv").write_text("op,duration_us\naten.mm,123.5\n")
+    (project / "pyproject.toml").write_text('[tool.commopt]\ntable = "tables/durations.csv"\n')
+    graph = _graph(tmp_path / "g.json")
+    workdir = project / "runs" / "today"
+    workdir.mkdir(parents=True)
+    monkeypatch.chdir(workdir)
+    result = CliRunner().invoke(cli, ["estimate", str(graph), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rep = EstimateReport.model_validate_json(result.stdout)
+    assert rep.estimator == "table,analytical"
+    mm = next(d for d in rep.durations if d.name == "fwd_mm0")
+    assert (mm.duration_us, mm.source) == (123.5, "table")
+
+
+@pytest.mark.parametrize("name, key", [("commopt.toml", "{}"), ("pyproject.toml", "tool.commopt.{}")])
+@pytest.mark.parametrize("setting, argv, message", [
+    ("align = 3", ["plan", "-o", "plan.json"], "alignment must be a power of two"),
+    ('estimator = "profle"', ["estimate"], "no estimator 'profle' (did you mean 'profile'?)"),
+    ('profile = "missing.json"', ["estimate"], "no such profile or trace file"),
+    ('comm_buffers = "all_reduse"', ["plan", "-o", "plan.json"], "all_reduse"),
+    ("min_overlap = nan", ["check"], "finite number"),
+])
+def test_a_bad_config_value_names_the_file_and_key(tmp_path: Path, monkeypatch, name, key, setting, argv, message):
+    """Not '--align', which the user never passed."""
+    graph = _graph(tmp_path / "g.json")
+    config = tmp_path / "conf" / name
+    config.parent.mkdir()
+    config.write_text(("[tool.commopt]\n" if name == "pyproject.toml" else "") + setting + "\n")
+    monkeypatch.chdir(config.parent)
+    result = CliRunner().invoke(cli, [argv[0], str(graph), *argv[1:]])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    expected = f"{config}: key {key.format(setting.split(' =')[0])}: "
+    assert len(lines) == 1 and expected in lines[0] and message in lines[0], lines
+    assert "--" not in lines[0].split(message)[0] and "Traceback" not in result.output
+
+
+def test_a_bad_flag_still_names_the_flag_over_a_config_value(tmp_path: Path, monkeypatch):
+    graph = _graph(tmp_path / "g.json")
+    (tmp_path / "commopt.toml").write_text("align = 3\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["plan", str(graph), "-o", "plan.json", "--align", "5"])
+    assert result.exit_code == 2 and "field --align" in result.stderr and "commopt.toml" not in result.stderr
+    result = CliRunner().invoke(cli, ["plan", str(graph), "-o", "plan.json", "--align", "64"])
+    assert result.exit_code == 0, result.output

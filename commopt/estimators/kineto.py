@@ -23,6 +23,7 @@ import gzip
 import math
 import zlib
 from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,33 @@ def read_trace_json(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise TraceError("not a Kineto trace: no 'traceEvents' list at the top level", file=str(p))
     return data
+
+
+#: What a directory of traces holds: :func:`trace_files` takes these, sorted by name.
+TRACE_PATTERNS = ("*.json", "*.json.gz")
+
+
+def trace_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The trace files ``paths`` name: a file as it is, a directory as every ``*.json`` and
+    ``*.json.gz`` file directly in it, sorted by name (the runner's ``--profile DIR`` writes
+    one per rank). A file named twice (e.g. in its directory and alone) counts once. A
+    directory without a trace, or a path that does not exist, is a TraceError."""
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = sorted({f for pattern in TRACE_PATTERNS for f in path.glob(pattern) if f.is_file()})
+            if not found:
+                raise TraceError(f"no trace files ({', '.join(TRACE_PATTERNS)}) in the directory",
+                                 file=str(path))
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise TraceError("no such trace file or directory", file=str(path))
+    unique: dict[Path, Path] = {}
+    for f in files:
+        unique.setdefault(f.resolve(), f)
+    return list(unique.values())
 
 
 def _tensor_inputs(args: dict[str, Any]) -> tuple[tuple[tuple[int, ...], ...], tuple[str, ...]] | None:

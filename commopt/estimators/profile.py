@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -24,13 +24,20 @@ from pydantic import ValidationError
 from commopt.atomic import write_text
 from commopt.errors import OptionError
 from commopt.estimators.analytical import op_base_name
-from commopt.estimators.kineto import CollectiveSample, ComputeSample, KinetoTrace, parse_trace
+from commopt.estimators.kineto import (
+    CollectiveSample,
+    ComputeSample,
+    KinetoTrace,
+    parse_trace,
+    trace_files,
+)
 from commopt.ir.graph import Graph, Node, NodeKind, Ref
 from commopt.schemas.profile import CollectiveFit, CollectivePoint, ComputeEntry, ProfileModel
 
 
 def fit_collectives(samples: Iterable[CollectiveSample]) -> list[CollectiveFit]:
-    """Points and a latency/bandwidth fit per (type, group size), sorted by both."""
+    """Points and a latency/bandwidth fit per (type, group size), sorted by both; each fit
+    says how it was made (``how``, see :func:`fit_line_explained`)."""
     groups: dict[tuple[str, int], dict[int, list[float]]] = {}
     for s in samples:
         groups.setdefault((s.type, s.group_size), {}).setdefault(s.size_bytes, []).append(s.duration_us)
@@ -38,26 +45,45 @@ def fit_collectives(samples: Iterable[CollectiveSample]) -> list[CollectiveFit]:
     for (ctype, n), by_size in sorted(groups.items()):
         points = [CollectivePoint(size_bytes=b, time_us=statistics.median(ts), count=len(ts))
                   for b, ts in sorted(by_size.items())]
-        latency, bw = _fit_line([p.size_bytes for p in points], [p.time_us for p in points])
+        latency, bw, how = fit_line_explained([p.size_bytes for p in points], [p.time_us for p in points])
         fits.append(CollectiveFit(type=ctype, group_size=n, latency_us=latency, bandwidth_gbps=bw,
                                   min_bytes=points[0].size_bytes, max_bytes=points[-1].size_bytes,
-                                  points=points))
+                                  points=points, how=how))
     return fits
 
 
-def _fit_line(xs: list[int], ys: list[float]) -> tuple[float, float]:
-    """Least-squares ``y = a + x / (bw * 1e3)`` with a >= 0; (a, bw in GB/s)."""
-    if len(xs) == 1:
-        return 0.0, (xs[0] / ys[0] / 1e3 if ys[0] > 0 else 0.0)
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
-    a = my - slope * mx
-    if a < 0 or slope <= 0:  # through the origin instead
-        sxx0 = sum(x * x for x in xs)
-        slope = sum(x * y for x, y in zip(xs, ys, strict=True)) / sxx0 if sxx0 else 0.0
+def fit_line_explained(xs: list[int], ys: list[float]) -> tuple[float, float, str]:
+    """Least-squares ``y = a + x / (bw * 1e3)`` with a >= 0: (a in us, bw in GB/s, how).
+
+    ``how`` is a short note of how the fit was made, for the user to judge it: a line over
+    the sizes (:func:`statistics.linear_regression`), or a line through the origin (latency
+    forced to 0) when there are fewer than 2 sizes or the free line has a negative latency or
+    a slope <= 0; bandwidth 0 means it could not be fitted (time does not grow with size).
+    """
+    sizes = len(set(xs))
+    if sizes < 2:
+        why = "fewer than 2 sizes"
+        slope = statistics.fmean(ys) / xs[0] if xs and xs[0] > 0 else 0.0
         a = 0.0
-    return max(a, 0.0), (1.0 / slope / 1e3 if slope > 0 else 0.0)
+    else:
+        slope, a = statistics.linear_regression(xs, ys)
+        why = ""
+        if a < 0:
+            why = "the free line had a negative latency"
+        elif slope <= 0:
+            why = "time does not grow with size"
+        if why:
+            slope, a = statistics.linear_regression(xs, ys, proportional=True)
+    how = f"latency forced to 0: {why}" if why else f"least-squares line over {sizes} sizes"
+    if slope <= 0:  # only through the origin: the free line's slope was > 0
+        return 0.0, 0.0, how + "; bandwidth unknown (0)"
+    return max(a, 0.0), 1.0 / slope / 1e3, how
+
+
+def fit_line(xs: list[int], ys: list[float]) -> tuple[float, float]:
+    """(latency us, bandwidth GB/s) of :func:`fit_line_explained`, without the note."""
+    latency, bw, _how = fit_line_explained(xs, ys)
+    return latency, bw
 
 
 def fit_compute(samples: Iterable[ComputeSample]) -> list[ComputeEntry]:
@@ -72,9 +98,21 @@ def fit_compute(samples: Iterable[ComputeSample]) -> list[ComputeEntry]:
             for (op, shapes, dtypes), ts in sorted(groups.items())]
 
 
-def calibrate(trace: str | Path | KinetoTrace | list[KinetoTrace], *, steps: Iterable[int] | None = None) -> ProfileModel:
-    """Fit a profile model on a trace (or parsed traces), optionally only on ``steps``."""
-    traces = trace if isinstance(trace, list) else [trace if isinstance(trace, KinetoTrace) else parse_trace(trace)]
+def calibrate(trace: str | Path | KinetoTrace | Sequence[str | Path | KinetoTrace], *,
+              steps: Iterable[int] | None = None) -> ProfileModel:
+    """Fit a profile model on one trace or several (files, directories, parsed traces),
+    optionally only on ``steps``.
+
+    Several traces (one per rank, as the generated runner's ``--profile DIR`` writes them)
+    are merged: their samples are pooled per collective (type, group size, message size) and
+    per compute (op, shapes, dtypes) before the medians and fits, so the model is the same as
+    one trace holding every sample. A directory stands for its traces (:func:`trace_files`).
+    """
+    items = list(trace) if isinstance(trace, (list, tuple)) else [trace]
+    if not items:
+        raise OptionError("no trace to calibrate on")
+    traces = [t for item in items
+              for t in ([item] if isinstance(item, KinetoTrace) else map(parse_trace, trace_files([item])))]
     keep = set(steps) if steps is not None else None
     colls: list[CollectiveSample] = []
     comp: list[ComputeSample] = []

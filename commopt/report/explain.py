@@ -266,7 +266,7 @@ def advise(graph: Graph, durations_us: Sequence[float], sim: SimResult, *,
       type from their sizes and durations) is at least :data:`BUCKET_LATENCY_SHARE` of its
       communication time; fewer, larger collectives would pay it less often.
     """
-    from commopt.estimators.profile import _fit_line  # the profile fit's latency/bandwidth line
+    from commopt.estimators.profile import fit_line  # the profile fit's latency/bandwidth line
 
     out: list[Advice] = []
     if sim.exposed_comm_us <= 0:
@@ -299,7 +299,7 @@ def advise(graph: Graph, durations_us: Sequence[float], sim: SimResult, *,
         samples.setdefault((t.group, ctype), []).append((size, float(durations_us[t.node])))
     latency: dict[str, tuple[int, float]] = {}  # group -> (collectives, fixed latency)
     for (group, _), pts in sorted(samples.items()):
-        a, _bw = _fit_line([p[0] for p in pts], [p[1] for p in pts])
+        a, _bw = fit_line([p[0] for p in pts], [p[1] for p in pts])
         n, lat = latency.get(group, (0, 0.0))
         latency[group] = (n + len(pts), lat + sum(min(a, d) for _, d in pts))
     for group, (n, lat) in sorted(latency.items()):

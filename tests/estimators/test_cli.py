@@ -113,3 +113,40 @@ def test_outputs_are_byte_identical_under_any_hash_seed(graph_file, tmp_path):
                        capture_output=True, env=env, cwd=tmp_path, check=True)
         outs.append((est.stdout, prof.read_bytes()))
     assert outs[0] == outs[1]
+
+
+def test_calibrate_on_a_directory_of_rank_traces_and_a_file(tmp_path, capsys):
+    ranks = tmp_path / "profile"
+    ranks.mkdir()
+    write(ranks / "trace_rank0.json", new_format_trace())
+    write(ranks / "trace_rank1.json.gz", new_format_trace(), gz=True)
+    extra = write(tmp_path / "rank2.json", new_format_trace())
+    out = tmp_path / "p.json"
+    assert _run(["calibrate", str(ranks), str(extra), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "calibrated on 3 traces (trace_rank0.json, trace_rank1.json.gz, rank2.json)" in text
+    assert "all_reduce over 2 ranks: 2 sizes" in text and "(least-squares line over 2 sizes)" in text
+    model = ProfileModel.model_validate_json(out.read_text())
+    assert [p.count for p in model.collectives[0].points] == [3, 3]  # one sample per size per trace
+
+
+def test_calibrate_says_why_the_latency_is_zero(tmp_path, capsys):
+    trace = write(tmp_path / "t.json", new_format_trace())
+    assert _run(["calibrate", str(trace), "--steps", "1", "-o", str(tmp_path / "p.json")]) == 0
+    assert "(latency forced to 0: fewer than 2 sizes)" in capsys.readouterr().out
+    assert _run(["calibrate", str(trace), "--steps", "1", "-o", str(tmp_path / "p.json"), "--format", "json"]) == 0
+    model = ProfileModel.model_validate_json(capsys.readouterr().out)
+    assert model.collectives[0].how == "latency forced to 0: fewer than 2 sizes"
+
+
+def test_calibrate_refuses_an_empty_directory_and_an_output_among_the_traces(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert _run(["calibrate", str(tmp_path / "empty"), "-o", str(tmp_path / "p.json")]) == 2
+    assert "no trace files" in capsys.readouterr().err
+    ranks = tmp_path / "profile"
+    ranks.mkdir()
+    trace = write(ranks / "trace_rank0.json", new_format_trace())
+    assert _run(["calibrate", str(ranks), "-o", str(trace)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--output" in err
+    assert _run(["calibrate", "-o", str(tmp_path / "p.json")]) == 2  # TRACE... is required

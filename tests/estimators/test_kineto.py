@@ -6,7 +6,7 @@ import collections
 
 import pytest
 
-from commopt.estimators.kineto import TraceError, collective_type, parse_trace
+from commopt.estimators.kineto import TraceError, collective_type, parse_trace, trace_files
 from tests.estimators.traces import SHARED_TRACES, new_format_trace, old_format_trace, write
 
 
@@ -80,3 +80,24 @@ def test_real_trace_old_format_sendrecv_is_all_to_all():
     assert counts == {"all_to_all": 5, "all_reduce": 3}
     assert all(c.group_size == 8 and c.info_from == "cpu annotation" for c in tr.collectives)
     assert any(c.input_shapes for c in tr.compute)
+
+
+def test_trace_files_expands_directories_sorted_and_keeps_files(tmp_path):
+    ranks = tmp_path / "profile"
+    ranks.mkdir()
+    for name in ("trace_rank1.json", "trace_rank0.json.gz", "notes.txt", "trace_rank2.json.tmp"):
+        (ranks / name).write_text("{}")
+    (ranks / "sub.json").mkdir()  # a directory named like a trace is not one
+    single = write(tmp_path / "extra.json", new_format_trace())
+    assert trace_files([ranks, single]) == [ranks / "trace_rank0.json.gz", ranks / "trace_rank1.json", single]
+    # a file named twice counts once (its samples would weigh double)
+    assert trace_files([single, ranks, ranks / "trace_rank1.json"]) == [
+        single, ranks / "trace_rank0.json.gz", ranks / "trace_rank1.json"]
+
+
+def test_trace_files_refuses_an_empty_directory_or_a_missing_path(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TraceError, match=r"no trace files \(\*\.json, \*\.json\.gz\) in the directory"):
+        trace_files([tmp_path / "empty"])
+    with pytest.raises(TraceError, match="no such trace file or directory"):
+        trace_files([tmp_path / "missing"])

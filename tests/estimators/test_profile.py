@@ -8,13 +8,15 @@ import pytest
 
 from commopt.errors import OptionError
 from commopt.estimators import EstimatorOptions, resolve
-from commopt.estimators.kineto import CollectiveSample, ComputeSample
+from commopt.estimators.kineto import CollectiveSample, ComputeSample, parse_trace
 from commopt.estimators.profile import (
     ProfileEstimator,
     calibrate,
     compute_key,
     fit_collectives,
     fit_compute,
+    fit_line,
+    fit_line_explained,
     load_profile,
     write_profile,
 )
@@ -117,3 +119,68 @@ def test_unknown_steps_are_an_error(tmp_path):
     trace = write(tmp_path / "t.json", new_format_trace())
     with pytest.raises(OptionError, match="no profiler step 9 in the trace \\(it has 1, 2\\)"):
         calibrate(trace, steps=[9])
+
+
+def test_line_fit_on_exact_data_gives_its_slope_and_intercept():
+    # 7.5 us + bytes / (40 GB/s): slope 1 / 40e3 us per byte, intercept 7.5 us
+    xs = [1 << 10, 1 << 16, 1 << 20, 1 << 24]
+    latency, bw, how = fit_line_explained(xs, [7.5 + x / 40e3 for x in xs])
+    assert latency == pytest.approx(7.5, rel=1e-9) and bw == pytest.approx(40, rel=1e-9)
+    assert how == "least-squares line over 4 sizes"
+    assert fit_line(xs, [7.5 + x / 40e3 for x in xs]) == (latency, bw)
+
+
+@pytest.mark.parametrize("points, latency, bw, how", [
+    ([(4096, 2.048)], 0.0, 2.0, "latency forced to 0: fewer than 2 sizes"),
+    ([(1000, 5.0), (2000, 20.0), (3000, 35.0)], 0.0, 14e6 / 150e3 / 1e3,  # through the origin: sum(x^2) / sum(xy)
+     "latency forced to 0: the free line had a negative latency"),
+    ([(1000, 9.0), (2000, 5.0)], 0.0, 5000 / 19e3,
+     "latency forced to 0: time does not grow with size"),
+    ([(0, 3.0)], 0.0, 0.0, "latency forced to 0: fewer than 2 sizes; bandwidth unknown (0)"),
+])
+def test_each_fit_says_how_it_was_made(points, latency, bw, how):
+    (fit,) = fit_collectives(_samples(points))
+    assert (fit.latency_us, fit.how) == (latency, how)
+    assert fit.bandwidth_gbps == pytest.approx(bw, rel=1e-9)
+
+
+def _rank_trace(rank: int, scale: float) -> dict:
+    """The hand-written trace as rank ``rank`` saw it, its kernels ``scale`` times as long."""
+    data = new_format_trace()
+    data["distributedInfo"]["rank"] = rank
+    for e in data["traceEvents"]:
+        if e["cat"] == "kernel":
+            e["dur"] *= scale
+    return data
+
+
+def test_several_traces_and_their_directory_give_the_model_of_their_merged_samples(tmp_path):
+    ranks = tmp_path / "profile"
+    ranks.mkdir()
+    files = [write(ranks / "trace_rank0.json", _rank_trace(0, 1.0)),
+             write(ranks / "trace_rank1.json.gz", _rank_trace(1, 1.5), gz=True),
+             write(ranks / "trace_rank2.json", _rank_trace(2, 3.0))]
+    (ranks / "README.txt").write_text("not a trace")
+    merged = [parse_trace(f) for f in files]
+    by_files = calibrate(files)
+    assert calibrate(ranks) == by_files == calibrate([files[0], merged[1], files[2]])
+    assert by_files.collectives == fit_collectives(s for t in merged for s in t.collectives)
+    assert by_files.compute == fit_compute(s for t in merged for s in t.compute)
+    (fit,) = by_files.collectives
+    # each size: the median of the three ranks' times (100, 150, 300 and 200, 300, 600)
+    assert [(p.time_us, p.count) for p in fit.points] == [(150.0, 3), (300.0, 3)]
+    assert by_files.source == "trace_rank0.json, trace_rank1.json.gz, trace_rank2.json"
+
+
+@pytest.mark.skipif(not (SHARED_TRACES / "param" / "dlrm_kineto").is_dir(), reason="no real traces (set COMMOPT_TRACES)")
+def test_real_per_rank_traces_merge_before_fitting():
+    folder = SHARED_TRACES / "param" / "dlrm_kineto"
+    files = sorted(folder.glob("worker*.json.gz"))
+    assert len(files) == 8
+    model = calibrate(folder)
+    assert model == calibrate(files)
+    samples = [s for f in files for s in parse_trace(f).collectives]
+    assert model.collectives == fit_collectives(samples)
+    # every rank's collectives count: 8 ranks x (5 all_to_all + 3 all_reduce)
+    assert sum(p.count for f in model.collectives for p in f.points) == len(samples) == 64
+    assert all(f.how for f in model.collectives)
