@@ -25,8 +25,12 @@ from commopt.cli.progress import stage_progress
 @click.option("--passes", default=None, metavar="A,B,C",
               help="Pass pipeline (see `commopt passes`) [default: the measured best pipeline].")
 @click.option("--max-memory-increase", type=float, default=None, metavar="F",
-              help="Peak live memory may grow by this fraction of the original's peak; negative asks "
-                   "for less memory than the original [default: 0.1].")
+              help="Memory may grow by this fraction of the original's (the runner's footprint, "
+                   "arenas included, and the live-tensor peak); negative asks for less memory "
+                   "than the original [default: 0.1].")
+@click.option("--memory-accounting", type=click.Choice(["footprint", "live-tensors"]), default=None,
+              help="What the budget bounds: the runner's footprint (arenas + other live tensors) "
+                   "and the live-tensor peak, or the live-tensor peak only [default: footprint].")
 @click.option("--allow-cross-group-reorder/--keep-cross-group-order", default=None,
               help="Let collectives of different process groups change their relative order "
                    "(same-group order is always kept) [default: keep].")
@@ -40,8 +44,8 @@ from commopt.cli.progress import stage_progress
 @format_option
 @pass_app
 def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
-                 max_memory_increase: float | None, allow_cross_group_reorder: bool | None,
-                 align: int | None, comm_buffers: str | None, no_timings: bool,
+                 max_memory_increase: float | None, memory_accounting: str | None,
+                 allow_cross_group_reorder: bool | None, align: int | None, comm_buffers: str | None, no_timings: bool,
                  groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str, **estimator_values) -> None:
     """Reorder GRAPH so communication overlaps with compute and write, into OUTPUT: the
     reordered graph (same format), buffer_plan.json, run_NAME.py, report.html, trace.json,
@@ -68,6 +72,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             output_dir=output_dir,
             align=cfg.get("align"),
             comm_buffers=cfg.get("comm_buffers"),
+            memory_accounting=memory_accounting or "footprint",
             timings=not no_timings,
             progress=progress,
         )

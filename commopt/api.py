@@ -51,6 +51,7 @@ def optimize(
     output_dir: str | os.PathLike[str] | None = None,
     align: int | None = None,
     comm_buffers: str | None = None,
+    memory_accounting: str = "footprint",
     timings: bool = True,
     progress: Progress = SILENT,
 ) -> OptimizeResult:
@@ -73,7 +74,10 @@ def optimize(
     and ``comm_buffers`` shape the buffer plan) and written there (:func:`write_outputs`: no
     output may be an input, ``manifest.json`` last marks the set complete), and the result
     carries both. ``timings=False`` leaves wall times out of the summary so re-runs are
-    byte-identical. ``progress`` hears about each stage (load, estimate, each pass, ...).
+    byte-identical. ``memory_accounting``: ``"footprint"`` (default) budgets what the emitted
+    runner holds, its arenas included; ``"live-tensors"`` budgets only the live-tensor peak
+    (a program without persistent buffers, or a comparison with a scheduler that has none);
+    the summary says which one was used. ``progress`` hears about each stage (load, estimate, each pass, ...).
     """
     from commopt.io import graph_suffix, load_graph
     from commopt.io.groups import require_known_group_sizes
@@ -114,7 +118,11 @@ def optimize(
     t_est = time.perf_counter() - t1
 
     t2 = time.perf_counter()
-    footprint_budget = _footprint_budget(g, max_memory_increase, output_options)
+    if memory_accounting not in ("footprint", "live-tensors"):
+        raise OptionError(f"memory_accounting must be 'footprint' or 'live-tensors', not "
+                          f"{memory_accounting!r}", field="memory_accounting")
+    footprint_budget = (_footprint_budget(g, max_memory_increase, output_options)
+                        if memory_accounting == "footprint" else None)
     ctx = PassContext.for_graph(g, durs, max_memory_increase=max_memory_increase,
                                 allow_cross_group_reorder=allow_cross_group_reorder,
                                 footprint_budget=footprint_budget)
@@ -162,6 +170,7 @@ def optimize(
                             changed=r.changed, note=r.note) for r in pipeline.records],
         before=_numbers(pipeline.initial),
         after=_numbers(final),
+        memory_accounting=memory_accounting,
         footprint=_footprint_summary(g, pipeline.order, footprint_budget, notes) if colls else None,
         lower_bound_us=final.lower_bound_us,
         makespan_over_lower_bound=(final.makespan_us / final.lower_bound_us

@@ -101,6 +101,9 @@ class Summary(BaseModel):
     makespan_over_lower_bound: float = Field(description="after.makespan_us / lower_bound_us")
     buffer_plan: PlanComparison | None = Field(
         None, description="communication-buffer arena totals on the new order vs the original")
+    memory_accounting: Literal["footprint", "live-tensors"] = Field(
+        "footprint", description="what max_memory_increase bounded: the runner's footprint (arenas "
+                                 "included) as well as the live-tensor peak, or the live-tensor peak only")
     footprint: MemoryFootprint | None = Field(
         None, description="the memory the emitted runner holds, arenas included, before and after")
     outputs: list[str] = Field(
