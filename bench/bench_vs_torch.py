@@ -293,7 +293,7 @@ def run(quick: bool) -> str:
         "invariant; torch may reorder collectives of one group, which commopt's invariant 2 "
         "forbids). Makespan / LB is against the original graph's lower bound; peak memory is "
         "the simulator's live bytes. torch runs at its default memory limits (+max(1 GiB, 5%)); "
-        "`commopt (torch's budget)` gets the same increase in bytes. Method: docs/benchmarks.md.\n",
+        "`commopt (torch's budget)` gets the same increase in bytes. Both budget live tensors only (commopt with `memory_accounting='live-tensors'`: torch has no persistent arenas to count). Method: docs/benchmarks.md.\n",
         table(["graph", "nodes", "collectives", "schedule", "makespan / LB", "makespan ms",
                "exposed comm ms", "peak MiB", "scheduler s", "check", "note"], rows),
         "\n### Targets\n",
