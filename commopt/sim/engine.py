@@ -1,6 +1,6 @@
 """The discrete-event overlap simulator: one compute stream, one comm stream per group.
 
-Model (DESIGN.md "Simulation"):
+Model (docs/design.md, "Simulating an order"; the rules live in :mod:`commopt.sim.model`):
 
 - nodes run in ``order`` on one compute stream; compute nodes take their duration;
   inputs, outputs and views take 0;
