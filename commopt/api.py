@@ -207,14 +207,12 @@ def _footprint_budget(graph: Graph, max_memory_increase: float, options: OutputO
 def _footprint_summary(graph: Graph, order: Sequence[int], budget: Any, notes: list[str]):
     """The summary's footprint entry (before and after, arenas at their lower bound; the output
     set replaces ``after`` with the runner's exact figure), and a note when over budget."""
-    from commopt.buffers.footprint import estimate_footprint
     from commopt.schemas.summary import MemoryFootprint
 
     if budget is None:
         return None
-    kw = {"align": budget.align, "collective_types": budget.collective_types}
-    before = estimate_footprint(graph, graph.original_order, **kw)
-    after = estimate_footprint(graph, order, **kw)
+    before = budget.base  # computed once, when the budget was made
+    after = budget.footprint(graph, order)  # memoized: the pass manager checked this order
     if after.peak_bytes > budget.budget_bytes:
         notes.append(f"memory budget not met: the footprint (arenas + other live tensors) is "
                      f"{after.peak_bytes:,} B, the budget {budget.budget_bytes:,} B")

@@ -65,11 +65,14 @@ class FootprintBudget:
     Memoizes the last few orders (passes check the same order more than once)."""
 
     def __init__(self, budget_bytes: int, *, align: int = DEFAULT_ALIGN_BYTES,
-                 collective_types: str | Iterable[str] | None = None) -> None:
+                 collective_types: str | Iterable[str] | None = None,
+                 base: Footprint | None = None) -> None:
         self.budget_bytes = int(budget_bytes)
         self.align = align
         self.collective_types = collective_types
-        self._seen: dict[tuple[int, tuple[int, ...]], int] = {}
+        #: the original order's footprint the budget was made from (None: given directly)
+        self.base = base
+        self._seen: dict[tuple[int, tuple[int, ...]], Footprint] = {}
 
     @classmethod
     def for_graph(cls, graph: Graph, max_memory_increase: float, original: Sequence[int], *,
@@ -78,19 +81,23 @@ class FootprintBudget:
         """``(1 + max_memory_increase)`` x the footprint of the original order."""
         base = estimate_footprint(graph, original, align=align, collective_types=collective_types)
         return cls(int(base.peak_bytes * (1.0 + max_memory_increase)), align=align,
-                   collective_types=collective_types)
+                   collective_types=collective_types, base=base)
 
-    def peak(self, graph: Graph, order: Sequence[int]) -> int:
-        """The estimated footprint of ``order``."""
+    def footprint(self, graph: Graph, order: Sequence[int]) -> Footprint:
+        """The estimated footprint of ``order`` (memoized for the last few orders)."""
         key = (id(graph), tuple(order))
         hit = self._seen.get(key)
         if hit is None:
             hit = estimate_footprint(graph, order, align=self.align,
-                                     collective_types=self.collective_types).peak_bytes
+                                     collective_types=self.collective_types)
             if len(self._seen) >= 8:
                 del self._seen[next(iter(self._seen))]
             self._seen[key] = hit
         return hit
+
+    def peak(self, graph: Graph, order: Sequence[int]) -> int:
+        """The estimated footprint's peak bytes of ``order``."""
+        return self.footprint(graph, order).peak_bytes
 
     def fits(self, graph: Graph, order: Sequence[int]) -> bool:
         """Whether ``order``'s footprint is within the budget."""
