@@ -37,6 +37,9 @@ from commopt.cli.progress import stage_progress
 @align_option
 @click.option("--comm-buffers", default=None, metavar="all|TYPE,...",
               help="Collective types whose buffers are planned [default: all].")
+@click.option("--force", is_flag=True,
+              help="Write into OUTPUT even if it holds files commopt did not write (they are "
+                   "left alone unless an output has their name).")
 @click.option("--no-timings", is_flag=True,
               help="Leave wall times out of summary.json so re-runs are byte-identical.")
 @estimator_options
@@ -45,7 +48,7 @@ from commopt.cli.progress import stage_progress
 @pass_app
 def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
                  max_memory_increase: float | None, memory_accounting: str | None,
-                 allow_cross_group_reorder: bool | None, align: int | None, comm_buffers: str | None, no_timings: bool,
+                 allow_cross_group_reorder: bool | None, align: int | None, comm_buffers: str | None, force: bool, no_timings: bool,
                  groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str, **estimator_values) -> None:
     """Reorder GRAPH so communication overlaps with compute and write, into OUTPUT: the
     reordered graph (same format), buffer_plan.json, run_NAME.py, report.html, trace.json,
@@ -74,6 +77,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             comm_buffers=cfg.get("comm_buffers"),
             memory_accounting=memory_accounting or "footprint",
             timings=not no_timings,
+            force=force,
             progress=progress,
         )
     s = result.summary

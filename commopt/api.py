@@ -20,7 +20,13 @@ from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
-from commopt.outputs import build_outputs, estimator_inputs, write_outputs
+from commopt.outputs import (
+    build_outputs,
+    check_output_dir,
+    estimator_inputs,
+    output_names_known_before_load,
+    write_outputs,
+)
 from commopt.passes.base import PassContext
 from commopt.passes.manager import PassManager, PipelineResult
 from commopt.progress import SILENT, Progress
@@ -53,6 +59,7 @@ def optimize(
     comm_buffers: str | None = None,
     memory_accounting: str = "footprint",
     timings: bool = True,
+    force: bool = False,
     progress: Progress = SILENT,
 ) -> OptimizeResult:
     """Reorder ``graph`` so communication overlaps with compute, within a memory budget.
@@ -73,7 +80,8 @@ def optimize(
     (:func:`build_outputs`; ``align`` — a power of two up to 2 MiB, checked before any work —
     and ``comm_buffers`` shape the buffer plan) and written there (:func:`write_outputs`: no
     output may be an input, ``manifest.json`` last marks the set complete), and the result
-    carries both. ``timings=False`` leaves wall times out of the summary so re-runs are
+    carries both; a directory holding files commopt did not write is refused before any
+    work unless ``force``. ``timings=False`` leaves wall times out of the summary so re-runs are
     byte-identical. ``memory_accounting``: ``"footprint"`` (default) budgets what the emitted
     runner holds, its arenas included; ``"live-tensors"`` budgets only the live-tensor peak
     (a program without persistent buffers, or a comparison with a scheduler that has none);
@@ -86,6 +94,11 @@ def optimize(
 
     check_max_memory_increase(max_memory_increase)
     output_options = OutputOptions(align=align, comm_buffers=comm_buffers)  # checked before the work
+    if output_dir is not None:
+        graph_path = graph if isinstance(graph, (str, os.PathLike)) else None
+        estimator_files = estimator_inputs(estimator) if isinstance(estimator, EstimatorOptions) else []
+        check_output_dir(output_dir, output_names_known_before_load(graph_path, output_dir), force=force,
+                         inputs=[("GRAPH", graph_path), ("--groups", groups), *estimator_files])
     names = parse_pipeline(passes)
     registry = get_registry()
     pipeline_passes = [registry.create(n) for n in names]
@@ -106,7 +119,7 @@ def optimize(
         estimator_name = "given"
         hardware_name = None
     else:
-        from commopt.estimators import EstimatorOptions, resolve
+        from commopt.estimators import resolve
 
         options = estimator if isinstance(estimator, EstimatorOptions) else EstimatorOptions(estimator=estimator)
         with progress.stage("estimate"):
@@ -188,7 +201,7 @@ def optimize(
         return result
     outputs = build_outputs(result, output_options, progress=progress)
     inputs = [("--groups", groups), *(estimator_inputs(options) if options is not None else [])]
-    written = write_outputs(result, outputs, output_dir, inputs=inputs, progress=progress)
+    written = write_outputs(result, outputs, output_dir, inputs=inputs, force=force, progress=progress)
     return dataclasses.replace(result, summary=outputs.summary, outputs=outputs, written=written)
 
 

@@ -105,14 +105,15 @@ def _runner(graph, order: list[int], plan) -> tuple[str | None, str | None, str,
 
 def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os.PathLike[str], *,
                   inputs: Iterable[tuple[str, PathLike | None]] = (),
-                  progress: Progress = SILENT) -> tuple[Path, ...]:
+                  force: bool = False, progress: Progress = SILENT) -> tuple[Path, ...]:
     """Write the output set into ``output_dir``; returns the paths in writing order
     (``manifest.json`` last).
 
     ``result`` provides the graph and order the reordered graph file is written from.
     ``inputs`` (label, path) are files the run read besides the graph (groups, profile,
     table, ...): no output may be one of them (:func:`guard_outputs`), checked before
-    anything is written. An earlier run's manifest is moved aside first, then the files it
+    anything is written, and the directory may hold only files commopt wrote unless
+    ``force`` (:func:`check_output_dir`). An earlier run's manifest is moved aside first, then the files it
     listed that this run does not write are removed (only when they still have the digest it
     recorded), and temporary files a killed commopt left; the new manifest is written last.
     """
@@ -122,19 +123,14 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
     from commopt.report import write_html, write_trace
 
     out = Path(output_dir)
-    if out.exists() and not out.is_dir():
-        raise OptionError("exists and is not a directory", file=str(out), field="--output")
     g = result.graph
     names = [outputs.graph_file, *([PLAN_FILE] if outputs.plan is not None else []),
              *([outputs.runner_name] if outputs.runner_name is not None else []),
              *([REPORT_HTML, TRACE_FILE] if outputs.report is not None else []),
              SUMMARY_FILE, MANIFEST_FILE]
-    if outputs.graph_file in (*names[1:], PREVIOUS_MANIFEST_FILE):
-        raise OutputError(f"the reordered graph would be written as {outputs.graph_file}, a file "
-                          "name the output set uses for another file; rename the input graph",
-                          file=str(out / outputs.graph_file), field="--output")
+    _refuse_graph_file_clash(outputs.graph_file, [*names[1:], PREVIOUS_MANIFEST_FILE], out)
     all_inputs = [("GRAPH", g.source_path), *inputs]
-    guard_outputs([("--output", out / name) for name in [*names, PREVIOUS_MANIFEST_FILE]], all_inputs)
+    check_output_dir(out, [*names, PREVIOUS_MANIFEST_FILE], inputs=all_inputs, force=force)
     with atomic.write_errors(out):
         out.mkdir(parents=True, exist_ok=True)
     _retire_previous_set(out, set(names), all_inputs)
@@ -209,6 +205,88 @@ def incomplete_files(output_dir: str | os.PathLike[str]) -> list[str] | None:
         if not _plain_name(entry.name) or not path.is_file() or file_entry(path) != entry:
             bad.append(entry.name)
     return bad
+
+
+def foreign_entries(output_dir: str | os.PathLike[str], new_names: Iterable[str] = ()) -> list[str]:
+    """What in ``output_dir`` commopt did not write, so a run must not touch it without
+    ``--force``: every entry that no manifest there lists (the user's files, folders,
+    links), and every file of ``new_names`` (the names the next set writes) that differs
+    from what commopt recorded (edited since). Sorted; [] for a missing or empty directory.
+
+    The manifest files themselves and temp files of :func:`commopt.atomic.atomic_path` are
+    commopt's.
+    """
+    from commopt import atomic
+
+    out = Path(output_dir)
+    try:
+        entries = sorted(os.scandir(out), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    listed: dict[str, ManifestFile] = {}
+    for name in (PREVIOUS_MANIFEST_FILE, MANIFEST_FILE):  # the newer record wins
+        manifest = read_manifest(out, name)
+        listed.update({f.name: f for f in manifest.files} if manifest is not None else {})
+    rewritten = set(new_names)
+    foreign = []
+    for entry in entries:
+        if entry.name in (MANIFEST_FILE, PREVIOUS_MANIFEST_FILE) or atomic.is_temp_file(entry.name):
+            continue
+        recorded = listed.get(entry.name)
+        if recorded is None or not entry.is_file(follow_symlinks=False):
+            foreign.append(entry.name)
+        elif entry.name in rewritten and _changed(Path(entry.path), recorded):
+            foreign.append(entry.name)
+    return foreign
+
+
+def _changed(path: Path, recorded: ManifestFile) -> bool:
+    try:
+        return path.stat().st_size != recorded.bytes or file_entry(path) != recorded
+    except OSError:
+        return True  # unreadable: it cannot be shown to be commopt's
+
+
+def check_output_dir(output_dir: str | os.PathLike[str], new_names: Iterable[str] = (), *,
+                     inputs: Iterable[tuple[str, PathLike | None]] = (), force: bool = False) -> None:
+    """Refuse, before anything is written, an output set in ``output_dir`` that would
+    overwrite one of ``inputs`` (:func:`guard_outputs`), or a directory holding files commopt
+    did not write (see :func:`foreign_entries`) unless ``force``: a user's file is never
+    replaced or mixed into an output set by accident. Raises
+    :class:`~commopt.errors.OutputError` naming the first few; a path that exists and is not a
+    directory is an :class:`~commopt.errors.OptionError`.
+    """
+    out = Path(output_dir)
+    if out.exists() and not out.is_dir():
+        raise OptionError("exists and is not a directory", file=str(out), field="--output")
+    new_names = list(new_names)
+    guard_outputs([("--output", out / name) for name in new_names], inputs)
+    if force:
+        return
+    foreign = foreign_entries(out, new_names)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise OutputError(f"holds {len(foreign)} file(s) commopt did not write ({shown}); choose an "
+                          "empty or new directory, or pass --force to write there anyway",
+                          file=str(out), field="--output")
+
+
+def output_names_known_before_load(graph_path: PathLike | None, output_dir: PathLike) -> list[str]:
+    """The output file names an optimize run into ``output_dir`` can name before loading its
+    graph: the fixed ones and, for a graph given as a file, the reordered graph's (the
+    input's name), which must not be one of the fixed ones (OutputError)."""
+    fixed = [PLAN_FILE, REPORT_HTML, TRACE_FILE, SUMMARY_FILE, MANIFEST_FILE, PREVIOUS_MANIFEST_FILE]
+    if graph_path is None:
+        return fixed
+    _refuse_graph_file_clash(Path(graph_path).name, fixed, Path(output_dir))
+    return [Path(graph_path).name, *fixed]
+
+
+def _refuse_graph_file_clash(graph_file: str, other_names: Iterable[str], out: Path) -> None:
+    if graph_file in other_names:
+        raise OutputError(f"the reordered graph would be written as {graph_file}, a file "
+                          "name the output set uses for another file; rename the input graph",
+                          file=str(out / graph_file), field="--output")
 
 
 def _plain_name(name: str) -> bool:

@@ -54,11 +54,41 @@ def test_the_manifest_is_written_last_and_lists_every_file_with_its_digest(tmp_p
     assert incomplete_files(tmp_path) == ["report.html"]
 
 
+def _listing(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_a_directory_with_files_commopt_did_not_write_is_refused_before_any_work(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's own file")
+    before = _listing(out)
+    # the graph does not exist: the directory is refused before the graph is even loaded
+    with pytest.raises(OutputError, match=r"holds 1 file\(s\) commopt did not write \(notes.txt\).*--force"):
+        commopt.optimize(tmp_path / "missing.json", output_dir=out, timings=False)
+    assert _listing(out) == before
+
+
+def test_an_output_edited_since_commopt_wrote_it_is_refused_and_nothing_changes(tmp_path):
+    commopt.optimize(_small("small"), output_dir=tmp_path, timings=False)
+    (tmp_path / "report.html").write_text("edited by the user: no longer commopt's file")
+    before = _listing(tmp_path)
+    with pytest.raises(OutputError, match=r"report.html"):
+        commopt.optimize(_small("small"), output_dir=tmp_path, timings=False)
+    assert _listing(tmp_path) == before
+
+
+def test_commopts_own_earlier_set_is_replaced_without_force(tmp_path):
+    commopt.optimize(_small("first"), output_dir=tmp_path, timings=False)
+    commopt.optimize(_small("second"), output_dir=tmp_path, timings=False)
+    assert incomplete_files(tmp_path) == [] and not (tmp_path / "first.json").exists()
+
+
 def test_a_new_run_removes_only_the_earlier_sets_files(tmp_path):
     commopt.optimize(_small("first"), output_dir=tmp_path, timings=False)
     (tmp_path / "notes.txt").write_text("the user's own file")
     (tmp_path / "buffer_plan.json").write_text("edited by the user: no longer commopt's file")
-    commopt.optimize(_small("second"), output_dir=tmp_path, timings=False)
+    commopt.optimize(_small("second"), output_dir=tmp_path, timings=False, force=True)
     names = sorted(p.name for p in tmp_path.iterdir())
     # first.json and run_first.py were the first set's; buffer_plan.json is rewritten
     assert names == sorted(["second.json", "buffer_plan.json", "run_second.py", "report.html",
@@ -77,7 +107,7 @@ def test_an_edited_stale_file_and_names_outside_the_directory_are_kept(tmp_path)
         manifest.files.append(manifest.files[0].model_copy(update={
             "name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}))
     (out / MANIFEST_FILE).write_text(manifest.model_dump_json())
-    commopt.optimize(_small("second"), output_dir=out, timings=False)
+    commopt.optimize(_small("second"), output_dir=out, timings=False)  # run_first.py is not rewritten
     assert (out / "run_first.py").read_text() == "# edited by the user\n"
     assert (tmp_path / "outside.txt").exists() and not (out / "first.json").exists()
 
@@ -98,7 +128,7 @@ def test_orphaned_temp_files_are_cleaned_and_user_files_kept(tmp_path):
     orphan = tmp_path / f".summary.json.commopt-{dead}-abcd1234.tmp"
     orphan.write_text("{")
     (tmp_path / ".summary.json.x.tmp").write_text("not commopt's naming")
-    commopt.optimize(_small("small"), output_dir=tmp_path, timings=False)
+    commopt.optimize(_small("small"), output_dir=tmp_path, timings=False, force=True)
     assert not orphan.exists() and (tmp_path / ".summary.json.x.tmp").exists()
 
 
@@ -108,7 +138,7 @@ def test_a_failed_run_leaves_no_manifest(tmp_path):
     (tmp_path / "summary.json").unlink()
     (tmp_path / "summary.json").mkdir()  # a real failure when summary.json is written
     with pytest.raises(OutputError, match="summary.json: cannot write"):
-        commopt.optimize(_small("small"), output_dir=tmp_path, timings=False)
+        commopt.optimize(_small("small"), output_dir=tmp_path, timings=False, force=True)
     assert incomplete_files(tmp_path) is None and not (tmp_path / MANIFEST_FILE).exists()
 
 

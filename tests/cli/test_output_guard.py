@@ -124,3 +124,15 @@ def test_guard_names_both_files_and_the_option(work: Path):
         guard_outputs([("--output", work / "g.json")], [("GRAPH", "g.json")])
     message = str(info.value)
     assert message.startswith(f"{work / 'g.json'}, field --output: would overwrite the input GRAPH (g.json)")
+
+
+def test_optimize_into_a_directory_with_a_users_file_needs_force(work: Path, capsys):
+    out = work / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's own file")
+    line = _refused(["optimize", "g.json", "-o", "out"], out / "notes.txt", capsys, "notes.txt", "--force")
+    assert "did not write" in line
+    assert _run(["-q", "optimize", "g.json", "-o", "out", "--force"]) == 0
+    assert (out / "notes.txt").read_text() == "the user's own file" and (out / "manifest.json").exists()
+    # commopt's own set (and the file it was told to leave) is no reason to refuse a rerun
+    assert _run(["-q", "optimize", "g.json", "-o", "out", "--force"]) == 0
