@@ -30,13 +30,15 @@ from commopt.cli.progress import stage_progress
                    "than the original [default: 0.1].")
 @click.option("--memory-accounting", type=click.Choice(["footprint", "live-tensors"]), default=None,
               help="What the budget bounds: the runner's footprint (arenas + other live tensors) "
-                   "and the live-tensor peak, or the live-tensor peak only [default: footprint].")
+                   "and the live-tensor peak, or the live-tensor peak only [default: footprint; "
+                   "live-tensors with --comm-buffers none].")
 @click.option("--allow-cross-group-reorder/--keep-cross-group-order", default=None,
               help="Let collectives of different process groups change their relative order "
                    "(same-group order is always kept) [default: keep].")
 @align_option
 @click.option("--comm-buffers", default=None, metavar="all|TYPE,...",
-              help="Collective types whose buffers are planned [default: all].")
+              help="Collective types given persistent buffers, or 'none' (each collective allocates "
+                   "its result; the budget then bounds the live-tensor peak) [default: all].")
 @click.option("--force", is_flag=True,
               help="Write into OUTPUT even if it holds files commopt did not write (they are "
                    "left alone unless an output has their name).")
@@ -75,7 +77,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             output_dir=output_dir,
             align=cfg.get("align"),
             comm_buffers=cfg.get("comm_buffers"),
-            memory_accounting=memory_accounting or "footprint",
+            memory_accounting=memory_accounting,
             timings=not no_timings,
             force=force,
             progress=progress,

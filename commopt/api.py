@@ -57,7 +57,7 @@ def optimize(
     output_dir: str | os.PathLike[str] | None = None,
     align: int | None = None,
     comm_buffers: str | None = None,
-    memory_accounting: str = "footprint",
+    memory_accounting: str | None = None,
     timings: bool = True,
     force: bool = False,
     progress: Progress = SILENT,
@@ -82,8 +82,8 @@ def optimize(
     output may be an input, ``manifest.json`` last marks the set complete), and the result
     carries both; a directory holding files commopt did not write is refused before any
     work unless ``force``. ``timings=False`` leaves wall times out of the summary so re-runs are
-    byte-identical. ``memory_accounting``: ``"footprint"`` (default) budgets what the emitted
-    runner holds, its arenas included; ``"live-tensors"`` budgets only the live-tensor peak
+    byte-identical. ``memory_accounting``: ``"footprint"`` (default, unless ``comm_buffers`` is
+    ``"none"``) budgets what the emitted runner holds, its arenas included; ``"live-tensors"`` budgets only the live-tensor peak
     (a program without persistent buffers, or a comparison with a scheduler that has none);
     the summary says which one was used. ``progress`` hears about each stage (load, estimate, each pass, ...).
     """
@@ -131,6 +131,7 @@ def optimize(
     t_est = time.perf_counter() - t1
 
     t2 = time.perf_counter()
+    memory_accounting = _memory_accounting(memory_accounting, output_options, notes)
     if memory_accounting not in ("footprint", "live-tensors"):
         raise OptionError(f"memory_accounting must be 'footprint' or 'live-tensors', not "
                           f"{memory_accounting!r}", field="memory_accounting")
@@ -203,6 +204,21 @@ def optimize(
     inputs = [("--groups", groups), *(estimator_inputs(options) if options is not None else [])]
     written = write_outputs(result, outputs, output_dir, inputs=inputs, force=force, progress=progress)
     return dataclasses.replace(result, summary=outputs.summary, outputs=outputs, written=written)
+
+
+def _memory_accounting(asked: str | None, options: OutputOptions, notes: list[str]) -> str:
+    """The accounting the budget uses: ``asked``, else the runner's footprint, or the
+    live-tensor peak when no collective gets a persistent buffer (``comm_buffers='none'``:
+    then the runner holds exactly the live tensors)."""
+    from commopt.buffers import parse_collective_types
+
+    if asked is not None:
+        return asked
+    if parse_collective_types(options.comm_buffers) == ():
+        notes.append("no persistent communication buffers (comm buffers: none): the memory budget "
+                     "bounds the live-tensor peak, which is what the runner holds")
+        return "live-tensors"
+    return "footprint"
 
 
 def _footprint_budget(graph: Graph, max_memory_increase: float, options: OutputOptions):

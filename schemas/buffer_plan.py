@@ -91,7 +91,7 @@ class BufferPlan(_Strict):
     nodes: int = Field(ge=0, description="number of nodes in the graph")
     order_sha256: str = Field(description="sha256 of the node names in the planned order, one per line")
     align_bytes: int = Field(ge=1, description="alignment of every offset and size")
-    collective_types: list[str] = Field(description="collective types given buffers (['all'] for all)")
+    collective_types: list[str] = Field(description="collective types given buffers (['all'] for all, [] for none)")
     groups: list[GroupArena]
     totals: PlanTotals
     digest: str = Field(description="sha256 of the canonical JSON of this plan without 'digest'")

@@ -56,9 +56,11 @@ class BufferSpec:
 
 
 def parse_collective_types(spec: str | Iterable[str] | None) -> tuple[str, ...] | None:
-    """``'all'`` / None -> None (every type); ``'all_reduce,all_gather'`` -> a sorted tuple.
+    """``'all'`` / None -> None (every type); ``'none'`` -> () (no persistent buffers: every
+    collective allocates its result as the functional op does); ``'all_reduce,all_gather'``
+    -> a sorted tuple.
 
-    Unknown names raise :class:`OptionError` with a suggestion.
+    Unknown names, and ``none`` beside other names, raise :class:`OptionError`.
     """
     if spec is None:
         return None
@@ -67,12 +69,17 @@ def parse_collective_types(spec: str | Iterable[str] | None) -> tuple[str, ...] 
     if not items:
         raise OptionError("no collective types given; use 'all' or a list like all_reduce,all_gather",
                           field="--comm-buffers")
+    if "none" in items:
+        if len(items) > 1:
+            raise OptionError("'none' cannot be combined with other collective types",
+                              field="--comm-buffers")
+        return ()
     if "all" in items:
         return None
     for s in items:
         if s not in COLLECTIVE_TYPES:
             raise OptionError(f"unknown collective type {s!r}{suggest(s, COLLECTIVE_TYPES)}; "
-                              f"known: all, {', '.join(COLLECTIVE_TYPES)}", field="--comm-buffers")
+                              f"known: all, none, {', '.join(COLLECTIVE_TYPES)}", field="--comm-buffers")
     return tuple(sorted(set(items)))
 
 
