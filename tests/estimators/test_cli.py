@@ -123,9 +123,12 @@ def test_calibrate_on_a_directory_of_rank_traces_and_a_file(tmp_path, capsys):
     extra = write(tmp_path / "rank2.json", new_format_trace())
     out = tmp_path / "p.json"
     assert _run(["calibrate", str(ranks), str(extra), "-o", str(out)]) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
     assert "calibrated on 3 traces (trace_rank0.json, trace_rank1.json.gz, rank2.json)" in text
-    assert "all_reduce over 2 ranks: 2 sizes" in text and "(least-squares line over 2 sizes)" in text
+    assert "all_reduce over 2 ranks: 2 sizes" in text and "least-squares line over 2 sizes)" in text
+    # three traces of the same rank cannot be matched: a lower envelope, and a note why
+    assert "lower envelope" in text and "do not name distinct ranks" in captured.err
     model = ProfileModel.model_validate_json(out.read_text())
     assert [p.count for p in model.collectives[0].points] == [3, 3]  # one sample per size per trace
 
@@ -133,10 +136,11 @@ def test_calibrate_on_a_directory_of_rank_traces_and_a_file(tmp_path, capsys):
 def test_calibrate_says_why_the_latency_is_zero(tmp_path, capsys):
     trace = write(tmp_path / "t.json", new_format_trace())
     assert _run(["calibrate", str(trace), "--steps", "1", "-o", str(tmp_path / "p.json")]) == 0
-    assert "(latency forced to 0: fewer than 2 sizes)" in capsys.readouterr().out
+    assert "latency forced to 0: fewer than 2 sizes)" in capsys.readouterr().out
     assert _run(["calibrate", str(trace), "--steps", "1", "-o", str(tmp_path / "p.json"), "--format", "json"]) == 0
     model = ProfileModel.model_validate_json(capsys.readouterr().out)
-    assert model.collectives[0].how == "latency forced to 0: fewer than 2 sizes"
+    assert model.collectives[0].how == ("lower envelope of the measured durations (not matched across ranks); "
+                                        "latency forced to 0: fewer than 2 sizes")
 
 
 def test_calibrate_refuses_an_empty_directory_and_an_output_among_the_traces(tmp_path, capsys):
