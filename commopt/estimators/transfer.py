@@ -3,7 +3,9 @@
 Per collective type and group size the points are:
 
 - **transfer** where the collective was matched across several ranks' traces
-  (:mod:`commopt.estimators.waiting`): the median transfer time per message size;
+  (:mod:`commopt.estimators.waiting`): the median transfer time per message size. Where
+  some of a group's ranks were not given, those times are upper bounds (a missing rank may
+  have started later), so their lower envelope is taken, as for one rank's durations;
 - **lower envelope** where it was not (one rank's trace, or sequences that differ between
   ranks): the envelope of the measured durations (:mod:`commopt.estimators.envelope`).
 
@@ -40,10 +42,13 @@ def fit_transfer(traces: Sequence[KinetoTrace]) -> TransferFit:
     matching = match_collectives(traces)
     matched = _by_kind(matching.transfer_samples())
     unmatched = _by_kind(matching.unmatched)
-    ranks_of = {}
+    ranks_of: dict[tuple[str, int], int] = {}
+    partial: set[tuple[str, int]] = set()
     for m in matching.matched:
         key = (m.samples[0].type, m.samples[0].group_size)
         ranks_of[key] = max(ranks_of.get(key, 0), len(m.ranks))
+        if not m.complete:
+            partial.add(key)
     fits = []
     for kind in sorted(set(matched) | set(unmatched)):
         if kind in matched:
@@ -51,6 +56,10 @@ def fit_transfer(traces: Sequence[KinetoTrace]) -> TransferFit:
             times = {b: statistics.median(ts) for b, ts in by_size.items()}
             counts = {b: len(ts) for b, ts in by_size.items()}
             fitted_on, how = "transfer", f"transfer matched across {ranks_of[kind]} ranks"
+            if kind in partial:
+                times = lower_envelope({b: [t] for b, t in times.items()})
+                how = (f"transfer matched across {ranks_of[kind]} of {kind[1]} ranks (upper bounds), "
+                       "their lower envelope")
             dropped = len(unmatched.get(kind, ()))
             if dropped:
                 how += f" ({dropped} unmatched kernel(s) not fitted)"

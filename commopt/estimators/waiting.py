@@ -11,8 +11,9 @@ collectives in the step, same type, same message size except for all_to_all, who
 may differ per rank). Each rank's clock is aligned on the collectives' ends
 (every rank of a collective finishes with the last transfer step, so the ends agree up to
 the clocks' offset); a group's step whose aligned kernels do not all overlap (a rank ended
-before another started: not the same collective) is not matched. A rank's **transfer** is its kernel's end minus the latest rank's
-start; its **waiting** is the rest of its kernel's time. Where a group's ranks are not all
+before another started: not the same collective) is not matched. A collective's
+**transfer** is its end (the last rank's aligned end) minus the latest rank's aligned start;
+a rank's **waiting** is the rest of its kernel's time. Where a group's ranks are not all
 given, the latest start among those given is a lower bound of the true one, so the transfer
 found is an upper bound (said in :attr:`Matching.notes`). Collectives that cannot be matched
 (one rank given, a group whose ranks record different sequences, as traces with dropped
@@ -38,7 +39,7 @@ class MatchedCollective:
     position: int  # among the group's collectives in the step
     ranks: tuple[int, ...]
     samples: tuple[CollectiveSample, ...]  # per rank, as measured
-    transfer_us: tuple[float, ...]  # per rank: its aligned end minus the latest aligned start
+    transfer_us: tuple[float, ...]  # per rank: the collective's transfer, at most the rank's kernel
 
     @property
     def complete(self) -> bool:
@@ -109,8 +110,8 @@ def match_collectives(traces: Sequence[KinetoTrace]) -> Matching:
     for (group, step), cols in candidates.items():
         for pos, (have, column) in enumerate(cols):
             latest = max(s.start_us - off[r] for r, s in zip(have, column, strict=True))
-            transfer = tuple(min(max(s.end_us - off[r] - latest, 0.0), s.duration_us)
-                             for r, s in zip(have, column, strict=True))
+            end = max(s.end_us - off[r] for r, s in zip(have, column, strict=True))
+            transfer = tuple(min(max(end - latest, 0.0), s.duration_us) for s in column)
             out.matched.append(MatchedCollective(group, step, pos, have, tuple(column), transfer))
     partial = {(m.group, len(m.ranks), m.samples[0].group_size) for m in out.matched if not m.complete}
     for group, given, size in sorted(partial):

@@ -200,3 +200,31 @@ def test_real_per_rank_traces_merge_before_fitting():
     # every rank's collectives count: 8 ranks x (5 all_to_all + 3 all_reduce)
     assert sum(p.count for f in model.collectives for p in f.points) == len(samples) == 64
     assert all(f.how for f in model.collectives)
+
+
+def test_a_version_1_model_file_still_loads(tmp_path):
+    # what 'commopt calibrate' wrote before transfer fits: no fitted_on, waiting, slowdown
+    v1 = tmp_path / "v1.json"
+    v1.write_text('{"format": "commopt-profile", "version": 1, "source": "t.json", "device": "gpu", '
+                  '"collectives": [{"type": "all_reduce", "group_size": 2, "latency_us": 0, "bandwidth_gbps": 1, '
+                  '"min_bytes": 4096, "max_bytes": 4096, "points": [{"size_bytes": 4096, "time_us": 100, '
+                  '"count": 1}], "how": "x"}]}')
+    model = load_profile(v1)
+    assert model.version == 1 and model.collectives[0].fitted_on is None and not model.waiting
+    est = ProfileEstimator(model)
+    assert est.collective_us("all_reduce", 2, 4096) == 100 and not any("waiting" in n for n in est.notes)
+
+
+def test_a_calibrated_model_says_how_much_was_waiting(tmp_path):
+    from tests.estimators.traces import rank_trace
+
+    files = [write(tmp_path / f"r{r}.json", rank_trace(r, 2, ks)) for r, ks in
+             ((0, [("allreduce", 1024, 0, 150)]), (1, [("allreduce", 1024, 100, 150)]))]
+    model = calibrate(files)
+    assert model.version == 2 and load_profile(write_profile(model, tmp_path / "p.json")) == model
+    (share,) = model.waiting
+    assert (share.measured_us, share.transfer_us, share.waiting_fraction) == (200.0, 100.0, 0.5)
+    est = ProfileEstimator(model)
+    assert est.collective_us("all_reduce", 2, 4096) == 50.0
+    assert ("profile: 50.0% of the calibration traces' NCCL kernel time was waiting for other ranks, not "
+            "transfer (all_reduce 50.0% (matched across ranks)); collectives are costed by transfer time") in est.notes
