@@ -95,7 +95,7 @@ class CollectiveSample:
     group: str | None = None
     dtype: str | None = None
     start_us: float | None = None  # when the kernel (or the gloo annotation) started
-    stream: int | str | None = None  # the device stream it ran on (GPU traces)
+    stream: int | str | None = None  # the device stream it ran on (GPU traces; None on CPU)
 
     @property
     def end_us(self) -> float | None:
@@ -556,7 +556,7 @@ def _cpu_samples(trace: KinetoTrace, events, step_of, world, pg_sizes) -> None:
                 size *= default_n  # gloo records the input shard
             trace.collectives.append(CollectiveSample(ctype, default_n, size, dur, step_of(e["ts"]),
                                                       "cpu annotation", None, tensors[1][0],
-                                                      start_us=float(e["ts"]), stream=e.get("tid")))
+                                                      start_us=float(e["ts"])))
         elif e.get("cat") == "cpu_op" and name.startswith("aten::"):
             tensors = _tensor_inputs(args)
             trace.compute_kernel_us += dur

@@ -69,10 +69,11 @@ class Matching:
 
 def group_key(sample: CollectiveSample) -> str:
     """The process group a sample ran in: its name where the trace records it, else the
-    stream its kernel ran on (older traces: one NCCL stream per group)."""
+    stream its kernel ran on (older traces: one NCCL stream per group), else one sequence
+    for all (CPU traces: gloo's worker threads differ per rank and name no group)."""
     if sample.group is not None:
         return sample.group
-    return f"stream {sample.stream}" if sample.stream is not None else "?"
+    return f"stream {sample.stream}" if sample.stream is not None else "(unnamed)"
 
 
 def match_collectives(traces: Sequence[KinetoTrace]) -> Matching:
