@@ -20,14 +20,16 @@ def lower_envelope(by_size: Mapping[int, Sequence[float]]) -> dict[int, float]:
     """Per measured size: the envelope's time (see the module docstring).
 
     ``by_size`` maps message bytes to the durations measured at that size (each non-empty).
-    Sizes of 0 bytes keep their fastest time and stay out of the hull (no logarithm).
+    Sizes of 0 bytes, and times of 0, keep their fastest time and stay out of the hull (no
+    logarithm).
     """
     fastest = {b: min(ts) for b, ts in by_size.items()}
     sizes = sorted(fastest)
     running = math.inf
     for b in reversed(sizes):  # non-decreasing in size: min over this size and every larger one
-        running = min(running, fastest[b])
-        fastest[b] = running
+        if fastest[b] > 0:  # a time of 0 (below the trace's resolution) bounds nothing
+            running = min(running, fastest[b])
+            fastest[b] = running
     hull_sizes = [b for b in sizes if b > 0 and fastest[b] > 0]
     hull = _lower_hull([(math.log(b), math.log(fastest[b])) for b in hull_sizes])
     vertices = {x for x, _ in hull}

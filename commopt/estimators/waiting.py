@@ -91,6 +91,7 @@ def match_collectives(traces: Sequence[KinetoTrace]) -> Matching:
                          f"ranks (distributedInfo.rank: {', '.join(map(str, ranks))})")
         return out
     sequences = {t.rank: _sequences(t) for t in traces}
+    out.unmatched += [s for t in traces for s in t.collectives if s.start_us is None]  # no time to match
     keys = sorted({k for seqs in sequences.values() for k in seqs}, key=lambda k: (k[0], _step_key(k[1])))
     candidates: dict[tuple[str, int | None], list[_Column]] = {}
     for key in keys:

@@ -52,3 +52,8 @@ def test_between_the_transfer_and_the_fastest_measured(sizes, latency, gbps, dat
     env = lower_envelope(by_size)
     for b in sizes:
         assert f(b) * (1 - 1e-9) <= env[b] <= min(by_size[b])
+
+
+def test_a_time_of_zero_does_not_pull_smaller_sizes_down():
+    # a kernel shorter than the trace's 1 us resolution records 0
+    assert lower_envelope({100: [5.0], 1000: [0.0], 10000: [50.0]}) == {100: 5.0, 1000: 0.0, 10000: 50.0}

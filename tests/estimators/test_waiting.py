@@ -90,3 +90,15 @@ def test_real_traces_with_dropped_events_match_only_what_agrees():
     assert {x.samples[0].type for x in m.matched} == {"all_gather"} and len(m.matched) == 2
     assert sum("record different collective sequences" in n for n in m.notes) == 2
     assert any("2 of its 64 ranks given" in n for n in m.notes)
+
+
+def test_samples_without_a_start_time_stay_unmatched_not_lost():
+    from commopt.estimators.kineto import CollectiveSample, KinetoTrace
+
+    def trace(rank):
+        t = KinetoTrace(path=f"r{rank}", device="gpu", world_size=2, rank=rank)
+        t.collectives = [CollectiveSample("all_reduce", 2, 4096, 10.0, 1, "kernel args", "0")]
+        return t
+
+    m = match_collectives([trace(0), trace(1)])
+    assert not m.matched and len(m.unmatched) == 2
