@@ -73,7 +73,11 @@ def fit_transfer(traces: Sequence[KinetoTrace]) -> TransferFit:
         fits.append(CollectiveFit(type=kind[0], group_size=kind[1], latency_us=latency, bandwidth_gbps=bw,
                                   min_bytes=points[0].size_bytes, max_bytes=points[-1].size_bytes,
                                   points=points, how=f"{how}; {line}", fitted_on=fitted_on))
-    return TransferFit(fits, waiting_shares(matching, fits), matching.notes)
+    notes = list(matching.notes)
+    if len({t.rank for t in traces}) < 2 and any(f.fitted_on == "lower envelope" for f in fits):
+        notes.append("one rank's trace: collective transfer times are a lower envelope of its kernel "
+                     "durations (an estimate); every rank's trace (the runner's --profile DIR) measures them")
+    return TransferFit(fits, waiting_shares(matching, fits), notes)
 
 
 def waiting_shares(matching: Matching, fits: list[CollectiveFit]) -> list[WaitingShare]:

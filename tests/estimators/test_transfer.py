@@ -35,6 +35,7 @@ def test_one_rank_fits_a_lower_envelope_and_estimates_its_waiting(tmp_path):
     (share,) = fitted.waiting
     assert share.method == "lower envelope"
     assert (share.measured_us, share.transfer_us) == (50 + 200 + 60 + 600, 50 + 200 + 50 + 200)
+    assert any("one rank's trace: collective transfer times are a lower envelope" in n for n in fitted.notes)
 
 
 def test_a_partial_group_takes_the_envelope_of_its_upper_bounds(tmp_path):
