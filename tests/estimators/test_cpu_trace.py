@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 import pytest
@@ -58,7 +57,9 @@ def test_calibrate_from_a_cpu_gloo_trace(tmp_path):
     for c in colls:
         size = graph.nodes[c].collective.bytes
         measured = [s.duration_us for s in parsed.collectives if s.size_bytes == size]
-        assert measured and durations[c] == pytest.approx(statistics.median(measured))
+        # one rank's trace: the lower envelope (at most the fastest instance: the others waited)
+        point = next(p for p in fit.points if p.size_bytes == size)
+        assert measured and durations[c] == point.time_us <= min(measured)
     matmuls = [n.index for n in graph.nodes if n.op.startswith(("aten.mm", "aten.addmm"))]
     assert matmuls and all(chain.sources[i] == "profile" for i in matmuls)
 
