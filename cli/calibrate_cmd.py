@@ -26,8 +26,13 @@ def calibrate_cmd(app: App, traces: tuple[str, ...], output: str, steps: str | N
     """Fit a profile model (collective latency/bandwidth, op times) on Kineto traces.
 
     Each TRACE is a trace file (.json or .json.gz) or a directory of them, e.g. the one per
-    rank the generated runner's --profile DIR writes; the samples of all of them are pooled
-    before fitting. Each collective fit says how it was made.
+    rank the generated runner's --profile DIR writes. Collectives are fitted on transfer
+    time, not on kernel durations (most of an NCCL kernel's time is waiting for the slowest
+    rank): with several ranks' traces the same collective is matched across ranks and its
+    transfer is its end minus the latest rank's start; with one rank a lower envelope of
+    duration vs size estimates it. Each collective fit says how it was made; the output says
+    per collective type how much of the measured time was waiting, and how much slower
+    compute kernels ran beside communication.
     """
     from commopt.errors import OptionError
     from commopt.estimators.kineto import trace_files
@@ -55,5 +60,14 @@ def calibrate_cmd(app: App, traces: tuple[str, ...], output: str, steps: str | N
         out.print(f"  {f.type} over {f.group_size} ranks: {len(f.points)} sizes "
                   f"{f.min_bytes:,}-{f.max_bytes:,} B, latency {f.latency_us:,.1f} us, "
                   f"bandwidth {f.bandwidth_gbps:,.2f} GB/s ({f.how})", markup=False)
+    for w in model.waiting:
+        out.print(f"  {w.type}: {w.kernels} kernels, {w.measured_us:,.0f} us measured = "
+                  f"{w.transfer_us:,.0f} us transfer + {w.waiting_us:,.0f} us waiting "
+                  f"({w.waiting_fraction:.1%} waiting; {w.method})", markup=False)
     out.print(f"  compute: {len(model.compute)} (op, shapes, dtypes) entries", markup=False)
+    slow = model.compute_slowdown
+    if slow is not None:
+        out.print(f"  compute beside communication: {slow.factor:.3f}x as long as alone "
+                  f"({slow.kernel_kinds} kernel kinds, {slow.overlapped_kernels} kernels beside, "
+                  f"{slow.alone_kernels} alone; not applied by the simulator)", markup=False)
     app.info(f"wrote {output}")

@@ -83,6 +83,14 @@ def _print_report(app: App, report) -> None:
         for n in report.top:
             t.add_row(n.name, n.kind, n.op, f"{n.duration_us:,.1f}", n.source)
         out.print(t)
+    if report.collective_waiting:
+        w = Table(title="calibration traces: NCCL kernel time, waiting vs transfer (us)", title_justify="left")
+        for col in ("collective", "kernels", "measured", "transfer", "waiting", "waiting %", "how"):
+            w.add_column(col, justify="left" if col in ("collective", "how") else "right", no_wrap=True)
+        for r in report.collective_waiting:
+            w.add_row(r.type, str(r.kernels), f"{r.measured_us:,.0f}", f"{r.transfer_us:,.0f}",
+                      f"{r.waiting_us:,.0f}", f"{r.waiting_fraction:.1%}", r.method)
+        out.print(w)
     s = report.simulated
     out.print(f"original order (simulated): makespan {s.makespan_us:,.1f} us, exposed communication "
               f"{s.exposed_comm_us:,.1f} us, overlap {s.overlap_ratio:.1%}, lower bound "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from commopt.schemas.profile import ComputeSlowdown, WaitingShare
+
 
 class NodeEstimate(BaseModel):
     """One node's estimated duration and what gave it."""
@@ -38,6 +40,12 @@ class EstimateReport(BaseModel):
     top: list[NodeEstimate] = Field(description="the most expensive nodes, costliest first")
     simulated: SimulatedOriginal
     notes: list[str]
+    collective_waiting: list[WaitingShare] = Field(
+        default_factory=list, description="profile estimator: per collective type, how much of the calibration "
+                                          "traces' NCCL kernel time was waiting rather than transfer (durations "
+                                          "above are transfer times)")
+    compute_slowdown: ComputeSlowdown | None = Field(
+        None, description="profile estimator: measured slowdown of compute beside communication (not applied)")
     durations: list[NodeEstimate] = Field(description="every node, in graph order")
 
 

@@ -1,9 +1,17 @@
 """A calibrated profile model (``commopt calibrate TRACE... -o profile.json``).
 
-Collectives: measured points (median time per message size) and a fitted latency and
-bandwidth per collective type and group size; the profile estimator interpolates between
-points in log space and leaves sizes outside the measured range to the next estimator.
-Compute: median device time per (op, tensor input shapes, dtypes).
+Collectives: measured points (time per message size) and a fitted latency and bandwidth
+per collective type and group size; the profile estimator interpolates between points in
+log space and leaves sizes outside the measured range to the next estimator. The points
+are *transfer* times, not raw kernel durations (most of an NCCL kernel's time is waiting
+for the slowest rank): matched across ranks where several ranks' traces were given, else a
+lower envelope of one rank's durations (``fitted_on``). ``waiting`` says per collective type
+how much of the measured kernel time was waiting.
+Compute: median device time per (op, tensor input shapes, dtypes); ``compute_slowdown`` how
+much slower compute kernels ran while an NCCL kernel ran beside them.
+
+Version 2 added ``fitted_on``, ``waiting`` and ``compute_slowdown``; version 1 files (fitted
+on raw durations) still load.
 """
 
 from __future__ import annotations
@@ -32,6 +40,33 @@ class CollectiveFit(BaseModel):
     max_bytes: int = Field(ge=0)
     points: list[CollectivePoint]
     how: str | None = Field(None, description="how the fit was made, e.g. 'latency forced to 0: fewer than 2 sizes'")
+    fitted_on: Literal["transfer", "lower envelope", "duration"] | None = Field(
+        None, description="what the points are: transfer times matched across ranks, a lower envelope "
+                          "of one rank's durations, or raw kernel durations (None: a version 1 file)")
+
+
+class WaitingShare(BaseModel):
+    """How much of one collective type's measured NCCL kernel time was waiting for other ranks."""
+
+    type: str
+    kernels: int = Field(ge=0)
+    measured_us: float = Field(ge=0, description="kernel time as measured, summed")
+    transfer_us: float = Field(ge=0, description="of which moving data")
+    waiting_us: float = Field(ge=0, description="of which waiting for the latest rank")
+    waiting_fraction: float = Field(ge=0, le=1)
+    method: Literal["matched across ranks", "lower envelope", "mixed"] = Field(
+        description="how the transfer was found: measured (matched across ranks), estimated "
+                    "(lower envelope of one rank's durations), or both")
+
+
+class ComputeSlowdown(BaseModel):
+    """Compute kernels that ran beside an NCCL kernel against the same kernels alone."""
+
+    factor: float = Field(gt=0, description="time beside communication / time alone (1: no slowdown)")
+    kernel_kinds: int = Field(ge=0, description="kernels (name, grid, block) seen both ways")
+    overlapped_kernels: int = Field(ge=0)
+    alone_kernels: int = Field(ge=0)
+    how: str
 
 
 class ComputeEntry(BaseModel):
@@ -50,7 +85,7 @@ class ProfileModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: Literal["commopt-profile"] = "commopt-profile"
-    version: Literal[1] = 1
+    version: Literal[1, 2] = 2
     source: str = Field(description="trace file(s) the model was fitted on (file names, comma-separated)")
     device: str = Field(description="device named in the trace ('cpu' for CPU-only traces)")
     world_size: int | None = None
@@ -58,6 +93,10 @@ class ProfileModel(BaseModel):
     collectives: list[CollectiveFit] = Field(default_factory=list)
     compute: list[ComputeEntry] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    waiting: list[WaitingShare] = Field(default_factory=list,
+                                        description="per collective type: measured time that was waiting")
+    compute_slowdown: ComputeSlowdown | None = Field(
+        None, description="measured slowdown of compute under overlapping communication (None: not measured)")
 
 
 ROOT_MODEL = ProfileModel

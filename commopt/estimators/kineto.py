@@ -24,7 +24,7 @@ import math
 import zlib
 from bisect import bisect_right
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,23 @@ class CollectiveSample:
     info_from: str  # "kernel args", "cpu annotation", "kernel name"
     group: str | None = None
     dtype: str | None = None
+    start_us: float | None = None  # when the kernel (or the gloo annotation) started
+    stream: int | str | None = None  # the device stream it ran on (GPU traces; None on CPU)
+
+    @property
+    def end_us(self) -> float | None:
+        """When it ended (None when the start is unknown)."""
+        return None if self.start_us is None else self.start_us + self.duration_us
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSpan:
+    """One GPU compute kernel: what ran (name, launch geometry) and when."""
+
+    key: str  # kernel name + grid + block: the same key runs the same work
+    start_us: float
+    duration_us: float
+    stream: int | str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +139,10 @@ class KinetoTrace:
     compute_kernel_us: float = 0.0
     matched_kernel_us: float = 0.0
     nccl_kernels: int = 0
+    #: every compute kernel (GPU traces), for the slowdown under communication
+    kernel_spans: list[KernelSpan] = field(default_factory=list)
+    #: (start, end) of every NCCL kernel, also those whose collective is unknown
+    nccl_spans: list[tuple[float, float]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -405,15 +426,17 @@ def _gpu_samples(trace: KinetoTrace, events, kernels, step_of, world, pg_sizes) 
         op = direct_op(args)
         if name.startswith(("ncclKernel_", "ncclDevKernel_")):
             trace.nccl_kernels += 1
+            trace.nccl_spans.append((float(k["ts"]), float(k["ts"]) + dur))
             if launch_t is None and op is not None:
                 launch_t = op["ts"]
             sample = _nccl_sample(args, stack_at(launch), default_n, dur, step_of(launch_t))
             if sample is None:
                 skipped += 1
             else:
-                trace.collectives.append(sample)
+                trace.collectives.append(replace(sample, start_us=float(k["ts"]), stream=_stream(k)))
             continue
         trace.compute_kernel_us += dur
+        trace.kernel_spans.append(KernelSpan(_kernel_key(name, args), float(k["ts"]), dur, _stream(k)))
         if op is None:
             op = next((e for e in stack_at(launch) if e.get("cat") == "cpu_op"), None)
         if op is None:
@@ -430,6 +453,17 @@ def _gpu_samples(trace: KinetoTrace, events, kernels, step_of, world, pg_sizes) 
         trace.compute.append(ComputeSample(
             op=_op_name(str(op["name"])), input_shapes=shapes[0] if shapes else None,
             dtypes=shapes[1] if shapes else None, duration_us=total, kernels=count, step=step_of(t)))
+
+
+def _stream(kernel: dict[str, Any]) -> int | str | None:
+    """The stream a kernel ran on: ``args.stream``, else its ``tid`` (Kineto's stream lane)."""
+    stream = (kernel.get("args") or {}).get("stream", kernel.get("tid"))
+    return stream if isinstance(stream, (int, str)) and not isinstance(stream, bool) else None
+
+
+def _kernel_key(name: str, args: dict[str, Any]) -> str:
+    """A compute kernel's identity: its name with its grid and block (the same work)."""
+    return f"{name} grid={args.get('grid')} block={args.get('block')}"
 
 
 def _nccl_sample(args, stack, default_n, dur, step) -> CollectiveSample | None:
@@ -521,7 +555,8 @@ def _cpu_samples(trace: KinetoTrace, events, step_of, world, pg_sizes) -> None:
             if ctype == "all_gather":
                 size *= default_n  # gloo records the input shard
             trace.collectives.append(CollectiveSample(ctype, default_n, size, dur, step_of(e["ts"]),
-                                                      "cpu annotation", None, tensors[1][0]))
+                                                      "cpu annotation", None, tensors[1][0],
+                                                      start_us=float(e["ts"])))
         elif e.get("cat") == "cpu_op" and name.startswith("aten::"):
             tensors = _tensor_inputs(args)
             trace.compute_kernel_us += dur

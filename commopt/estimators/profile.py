@@ -1,9 +1,13 @@
 """The profile estimator: durations calibrated from a PyTorch profiler (Kineto) trace.
 
 :func:`calibrate` turns a trace (see :mod:`commopt.estimators.kineto`) into a
-:class:`~commopt.schemas.profile.ProfileModel`: per collective type and group size the median
-time of every measured message size plus a least-squares latency/bandwidth fit; per (op,
-input shapes, dtypes) the median device time. :class:`ProfileEstimator` answers from it:
+:class:`~commopt.schemas.profile.ProfileModel`: per collective type and group size the
+*transfer* time of every measured message size plus a least-squares latency/bandwidth fit
+(most of an NCCL kernel's measured time is waiting for the slowest rank, which the
+simulator does not model as communication: see :mod:`commopt.estimators.transfer`), how
+much of the measured time was waiting, the compute slowdown beside communication
+(:mod:`commopt.estimators.slowdown`); per (op, input shapes, dtypes) the median device
+time. :class:`ProfileEstimator` answers from it:
 
 - a collective inside the measured size range: log-log interpolation between the two
   nearest measured sizes (exact sizes give their median); outside the range, or for a type
@@ -17,6 +21,7 @@ import math
 import statistics
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -36,8 +41,10 @@ from commopt.schemas.profile import CollectiveFit, CollectivePoint, ComputeEntry
 
 
 def fit_collectives(samples: Iterable[CollectiveSample]) -> list[CollectiveFit]:
-    """Points and a latency/bandwidth fit per (type, group size), sorted by both; each fit
-    says how it was made (``how``, see :func:`fit_line_explained`)."""
+    """Points (the median duration per size) and a latency/bandwidth fit per (type, group
+    size), sorted by both; each fit says how it was made (``how``, see
+    :func:`fit_line_explained`). Raw durations, waiting included: :func:`calibrate` fits on
+    transfer time unless told otherwise."""
     groups: dict[tuple[str, int], dict[int, list[float]]] = {}
     for s in samples:
         groups.setdefault((s.type, s.group_size), {}).setdefault(s.size_bytes, []).append(s.duration_us)
@@ -48,7 +55,7 @@ def fit_collectives(samples: Iterable[CollectiveSample]) -> list[CollectiveFit]:
         latency, bw, how = fit_line_explained([p.size_bytes for p in points], [p.time_us for p in points])
         fits.append(CollectiveFit(type=ctype, group_size=n, latency_us=latency, bandwidth_gbps=bw,
                                   min_bytes=points[0].size_bytes, max_bytes=points[-1].size_bytes,
-                                  points=points, how=how))
+                                  points=points, how=how, fitted_on="duration"))
     return fits
 
 
@@ -99,39 +106,55 @@ def fit_compute(samples: Iterable[ComputeSample]) -> list[ComputeEntry]:
 
 
 def calibrate(trace: str | Path | KinetoTrace | Sequence[str | Path | KinetoTrace], *,
-              steps: Iterable[int] | None = None) -> ProfileModel:
+              steps: Iterable[int] | None = None, separate_waiting: bool = True) -> ProfileModel:
     """Fit a profile model on one trace or several (files, directories, parsed traces),
     optionally only on ``steps``.
 
     Several traces (one per rank, as the generated runner's ``--profile DIR`` writes them)
-    are merged: their samples are pooled per collective (type, group size, message size) and
-    per compute (op, shapes, dtypes) before the medians and fits, so the model is the same as
-    one trace holding every sample. A directory stands for its traces (:func:`trace_files`).
+    are merged. Collectives are fitted on transfer time (``separate_waiting``): matched
+    across the ranks' traces where they can be, else a lower envelope of the durations
+    (:func:`commopt.estimators.transfer.fit_transfer`); with ``separate_waiting=False`` on
+    the median raw duration per size, waiting included (the version 1 behaviour, kept to
+    compare). Compute samples are pooled per (op, shapes, dtypes) before the medians. A
+    directory stands for its traces (:func:`trace_files`).
     """
+    from commopt.estimators.slowdown import compute_slowdown
+    from commopt.estimators.transfer import fit_transfer
+
     items = list(trace) if isinstance(trace, (list, tuple)) else [trace]
     if not items:
         raise OptionError("no trace to calibrate on")
     traces = [t for item in items
               for t in ([item] if isinstance(item, KinetoTrace) else map(parse_trace, trace_files([item])))]
     keep = set(steps) if steps is not None else None
-    colls: list[CollectiveSample] = []
-    comp: list[ComputeSample] = []
-    notes: list[str] = []
-    for t in traces:
-        colls += [s for s in t.collectives if keep is None or s.step in keep]
-        comp += [s for s in t.compute if keep is None or s.step in keep]
-        notes += t.notes
+    notes = [n for t in traces for n in t.notes]
     if keep is not None:
         available = sorted({s for t in traces for s in t.steps})
         missing = sorted(keep - set(available))
         if missing:
             raise OptionError(f"no profiler step {', '.join(map(str, missing))} in the trace "
                               f"(it has {', '.join(map(str, available)) or 'none'})", field="--steps")
+    if keep is not None:
+        traces = [only_steps(t, keep) for t in traces]
     used = sorted(keep) if keep is not None else sorted({s for t in traces for s in t.steps})
+    if separate_waiting:
+        fitted = fit_transfer(traces)
+        collectives, waiting = fitted.fits, fitted.waiting
+        notes += fitted.notes
+    else:
+        collectives, waiting = fit_collectives(s for t in traces for s in t.collectives), []
     return ProfileModel(
         source=", ".join(t.path for t in traces), device=traces[0].device,
-        world_size=traces[0].world_size, steps=used, collectives=fit_collectives(colls),
-        compute=fit_compute(comp), notes=list(dict.fromkeys(notes)))
+        world_size=traces[0].world_size, steps=used, collectives=collectives,
+        compute=fit_compute(s for t in traces for s in t.compute), notes=list(dict.fromkeys(notes)),
+        waiting=waiting, compute_slowdown=compute_slowdown(traces))
+
+
+def only_steps(trace: KinetoTrace, steps: set[int]) -> KinetoTrace:
+    """``trace`` with only the collective and compute samples of profiler ``steps`` (the
+    compute slowdown is measured on every kernel of the trace)."""
+    return replace(trace, collectives=[s for s in trace.collectives if s.step in steps],
+                   compute=[s for s in trace.compute if s.step in steps])
 
 
 def write_profile(model: ProfileModel, path: str | Path) -> Path:
@@ -171,6 +194,8 @@ class ProfileEstimator:
     def __init__(self, model: ProfileModel) -> None:
         self.model = model
         self.notes: list[str] = list(model.notes)
+        if model.waiting:
+            self.notes.append(waiting_note(model))
         self._fits = {(f.type, f.group_size): f for f in model.collectives}
         self._compute = {(e.op, tuple(tuple(s) for s in e.input_shapes), tuple(e.dtypes)): e.time_us
                          for e in model.compute}
@@ -206,6 +231,17 @@ class ProfileEstimator:
                             f"{fit.min_bytes:,}-{fit.max_bytes:,} bytes; analytical used for those")
             return None
         return interpolate_log(fit.points, size_bytes)
+
+
+def waiting_note(model: ProfileModel) -> str:
+    """One line for reports: how much of the calibration traces' NCCL time was waiting, per
+    collective type, and that collectives are costed by their transfer time."""
+    measured = sum(w.measured_us for w in model.waiting)
+    waiting = sum(w.waiting_us for w in model.waiting)
+    share = waiting / measured if measured > 0 else 0.0
+    per_type = ", ".join(f"{w.type} {w.waiting_fraction:.1%} ({w.method})" for w in model.waiting)
+    return (f"profile: {share:.1%} of the calibration traces' NCCL kernel time was waiting for other "
+            f"ranks, not transfer ({per_type}); collectives are costed by transfer time")
 
 
 def interpolate_log(points: list[CollectivePoint], size_bytes: int) -> float:

@@ -29,6 +29,7 @@ def estimate_report(graph: Graph, options: EstimatorOptions | None = None, *, to
     top_nodes = [per_node[i] for i in ranked[:top] if durations[i] > 0]
     sim = simulate(graph, graph.original_order, durations)
     hw = next((getattr(e, "hw", None) for e in chain.estimators if e.name == "analytical"), None)
+    profile = next((e.model for e in chain.estimators if e.name == "profile" and hasattr(e, "model")), None)
     return EstimateReport(
         graph=graph.name, estimator=chain.name, hardware=hw.name if hw is not None else None,
         nodes=len(graph.nodes), total_us_by_kind=totals, comm_us_by_group=sim.comm_us_by_group,
@@ -36,4 +37,6 @@ def estimate_report(graph: Graph, options: EstimatorOptions | None = None, *, to
         simulated=SimulatedOriginal(makespan_us=sim.makespan_us, exposed_comm_us=sim.exposed_comm_us,
                                     overlap_ratio=sim.overlap_ratio, lower_bound_us=sim.lower_bound_us,
                                     peak_memory_bytes=sim.peak_memory_bytes),
-        notes=chain.notes, durations=per_node)
+        notes=chain.notes, durations=per_node,
+        collective_waiting=list(profile.waiting) if profile is not None else [],
+        compute_slowdown=profile.compute_slowdown if profile is not None else None)

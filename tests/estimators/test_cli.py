@@ -12,7 +12,7 @@ from commopt.schemas.estimate import EstimateReport
 from commopt.schemas.profile import ProfileModel
 from commopt.synth import fsdp_tp_stack
 from tests.cli_run import run_cli as _run
-from tests.estimators.traces import new_format_trace, write
+from tests.estimators.traces import SHARED_TRACES, new_format_trace, write
 
 
 @pytest.fixture
@@ -123,9 +123,12 @@ def test_calibrate_on_a_directory_of_rank_traces_and_a_file(tmp_path, capsys):
     extra = write(tmp_path / "rank2.json", new_format_trace())
     out = tmp_path / "p.json"
     assert _run(["calibrate", str(ranks), str(extra), "-o", str(out)]) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
     assert "calibrated on 3 traces (trace_rank0.json, trace_rank1.json.gz, rank2.json)" in text
-    assert "all_reduce over 2 ranks: 2 sizes" in text and "(least-squares line over 2 sizes)" in text
+    assert "all_reduce over 2 ranks: 2 sizes" in text and "least-squares line over 2 sizes)" in text
+    # three traces of the same rank cannot be matched: a lower envelope, and a note why
+    assert "lower envelope" in text and "do not name distinct ranks" in captured.err
     model = ProfileModel.model_validate_json(out.read_text())
     assert [p.count for p in model.collectives[0].points] == [3, 3]  # one sample per size per trace
 
@@ -133,10 +136,11 @@ def test_calibrate_on_a_directory_of_rank_traces_and_a_file(tmp_path, capsys):
 def test_calibrate_says_why_the_latency_is_zero(tmp_path, capsys):
     trace = write(tmp_path / "t.json", new_format_trace())
     assert _run(["calibrate", str(trace), "--steps", "1", "-o", str(tmp_path / "p.json")]) == 0
-    assert "(latency forced to 0: fewer than 2 sizes)" in capsys.readouterr().out
+    assert "latency forced to 0: fewer than 2 sizes)" in capsys.readouterr().out
     assert _run(["calibrate", str(trace), "--steps", "1", "-o", str(tmp_path / "p.json"), "--format", "json"]) == 0
     model = ProfileModel.model_validate_json(capsys.readouterr().out)
-    assert model.collectives[0].how == "latency forced to 0: fewer than 2 sizes"
+    assert model.collectives[0].how == ("lower envelope of the measured durations (not matched across ranks); "
+                                        "latency forced to 0: fewer than 2 sizes")
 
 
 def test_calibrate_refuses_an_empty_directory_and_an_output_among_the_traces(tmp_path, capsys):
@@ -150,3 +154,38 @@ def test_calibrate_refuses_an_empty_directory_and_an_output_among_the_traces(tmp
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--output" in err
     assert _run(["calibrate", "-o", str(tmp_path / "p.json")]) == 2  # TRACE... is required
+
+
+def test_the_estimate_of_a_calibrated_run_shows_waiting_vs_transfer(graph_file, tmp_path, capsys):
+    from tests.estimators.traces import rank_trace
+
+    ranks = tmp_path / "profile"
+    ranks.mkdir()
+    for r, start in ((0, 0), (1, 100)):
+        write(ranks / f"trace_rank{r}.json", rank_trace(r, 2, [("allreduce", 1024, start, 150)]))
+    out = tmp_path / "p.json"
+    assert _run(["calibrate", str(ranks), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "all_reduce: 2 kernels, 200 us measured = 100 us transfer + 100 us waiting (50.0% waiting; " \
+           "matched across ranks)" in text
+    assert _run(["estimate", str(graph_file), "--profile", str(out), "--format", "json"]) == 0
+    rep = EstimateReport.model_validate_json(capsys.readouterr().out)
+    assert [(w.type, w.waiting_fraction) for w in rep.collective_waiting] == [("all_reduce", 0.5)]
+    assert any("50.0% of the calibration traces' NCCL kernel time was waiting" in n for n in rep.notes)
+    assert _run(["estimate", str(graph_file), "--profile", str(out)]) == 0
+    assert "waiting vs transfer" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not (SHARED_TRACES / "param" / "dlrm_kineto").is_dir(), reason="no real traces (set COMMOPT_TRACES)")
+def test_real_traces_calibrate_a_corpus_graph_on_transfer_time(tmp_path, capsys, repo_root):
+    out = tmp_path / "p.json"
+    assert _run(["calibrate", str(SHARED_TRACES / "param" / "dlrm_kineto"), "-o", str(out)]) == 0
+    assert "(transfer matched across 8 ranks;" in capsys.readouterr().out
+    graph = repo_root / "sample_graphs" / "ws8" / "ddp.json"
+    assert _run(["estimate", str(graph), "--profile", str(out), "--format", "json"]) == 0
+    rep = EstimateReport.model_validate_json(capsys.readouterr().out)
+    shares = {w.type: w for w in rep.collective_waiting}
+    assert set(shares) == {"all_reduce", "all_to_all"} and shares["all_to_all"].waiting_fraction > 0.95
+    # the sample's all_reduces are costed by DLRM's transfer times (tens of us), not its kernels'
+    ar = [n for n in rep.durations if n.kind == "collective" and n.source == "profile"]
+    assert ar and all(n.duration_us < 100 for n in ar)

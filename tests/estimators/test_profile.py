@@ -109,10 +109,13 @@ def test_profile_needs_a_file_and_a_valid_model(tmp_path):
 
 @pytest.mark.skipif(not (SHARED_TRACES / "hta" / "nccl_data.json.gz").is_file(), reason="no real traces (set COMMOPT_TRACES)")
 def test_real_trace_reproduces_a_measured_size():
-    model = calibrate(SHARED_TRACES / "hta" / "nccl_data.json.gz", steps=[4, 5])
-    est = ProfileEstimator(model)
-    # broadcast of 53,120 floats took 30.975 and 30.848 us in steps 4 and 5
-    assert est.collective_us("broadcast", 2, 53120 * 4) == pytest.approx((30.975 + 30.848) / 2, rel=1e-3)
+    path = SHARED_TRACES / "hta" / "nccl_data.json.gz"
+    # broadcast of 53,120 floats took 30.975 and 30.848 us in steps 4 and 5: one rank's trace
+    # gives the fastest (the least waiting); the raw fit gives their median
+    est = ProfileEstimator(calibrate(path, steps=[4, 5]))
+    assert est.collective_us("broadcast", 2, 53120 * 4) == 30.848
+    raw = ProfileEstimator(calibrate(path, steps=[4, 5], separate_waiting=False))
+    assert raw.collective_us("broadcast", 2, 53120 * 4) == pytest.approx((30.975 + 30.848) / 2, rel=1e-3)
 
 
 def test_unknown_steps_are_an_error(tmp_path):
@@ -145,12 +148,17 @@ def test_each_fit_says_how_it_was_made(points, latency, bw, how):
 
 
 def _rank_trace(rank: int, scale: float) -> dict:
-    """The hand-written trace as rank ``rank`` saw it, its kernels ``scale`` times as long."""
+    """The hand-written trace as rank ``rank`` of 3 saw it: its kernels ``scale`` times as
+    long, started earlier so that they end when rank 0's do (a collective ends together on
+    every rank; an early rank waits)."""
     data = new_format_trace()
-    data["distributedInfo"]["rank"] = rank
+    data["distributedInfo"].update(rank=rank, world_size=3)
     for e in data["traceEvents"]:
         if e["cat"] == "kernel":
+            e["ts"] -= e["dur"] * (scale - 1)
             e["dur"] *= scale
+            if "Group size" in e["args"]:
+                e["args"]["Group size"] = 3
     return data
 
 
@@ -164,11 +172,18 @@ def test_several_traces_and_their_directory_give_the_model_of_their_merged_sampl
     merged = [parse_trace(f) for f in files]
     by_files = calibrate(files)
     assert calibrate(ranks) == by_files == calibrate([files[0], merged[1], files[2]])
-    assert by_files.collectives == fit_collectives(s for t in merged for s in t.collectives)
-    assert by_files.compute == fit_compute(s for t in merged for s in t.compute)
-    (fit,) = by_files.collectives
+    raw = calibrate(files, separate_waiting=False)
+    assert raw.collectives == fit_collectives(s for t in merged for s in t.collectives)
+    assert by_files.compute == raw.compute == fit_compute(s for t in merged for s in t.compute)
+    (fit,) = raw.collectives
     # each size: the median of the three ranks' times (100, 150, 300 and 200, 300, 600)
     assert [(p.time_us, p.count) for p in fit.points] == [(150.0, 3), (300.0, 3)]
+    # matched across the ranks: every rank's kernel starts together, so the transfer is the
+    # shortest kernel (100 and 200 us), the rest of the longer ones waiting
+    (fit,) = by_files.collectives
+    assert fit.fitted_on == "transfer" and [(p.time_us, p.count) for p in fit.points] == [(100.0, 3), (200.0, 3)]
+    (share,) = by_files.waiting
+    assert (share.measured_us, share.transfer_us, share.method) == (1650.0, 900.0, "matched across ranks")
     assert by_files.source == "trace_rank0.json, trace_rank1.json.gz, trace_rank2.json"
 
 
@@ -180,7 +195,36 @@ def test_real_per_rank_traces_merge_before_fitting():
     model = calibrate(folder)
     assert model == calibrate(files)
     samples = [s for f in files for s in parse_trace(f).collectives]
-    assert model.collectives == fit_collectives(samples)
+    assert calibrate(folder, separate_waiting=False).collectives == fit_collectives(samples)
+    assert all(f.fitted_on == "transfer" and "matched across 8 ranks" in f.how for f in model.collectives)
     # every rank's collectives count: 8 ranks x (5 all_to_all + 3 all_reduce)
     assert sum(p.count for f in model.collectives for p in f.points) == len(samples) == 64
     assert all(f.how for f in model.collectives)
+
+
+def test_a_version_1_model_file_still_loads(tmp_path):
+    # what 'commopt calibrate' wrote before transfer fits: no fitted_on, waiting, slowdown
+    v1 = tmp_path / "v1.json"
+    v1.write_text('{"format": "commopt-profile", "version": 1, "source": "t.json", "device": "gpu", '
+                  '"collectives": [{"type": "all_reduce", "group_size": 2, "latency_us": 0, "bandwidth_gbps": 1, '
+                  '"min_bytes": 4096, "max_bytes": 4096, "points": [{"size_bytes": 4096, "time_us": 100, '
+                  '"count": 1}], "how": "x"}]}')
+    model = load_profile(v1)
+    assert model.version == 1 and model.collectives[0].fitted_on is None and not model.waiting
+    est = ProfileEstimator(model)
+    assert est.collective_us("all_reduce", 2, 4096) == 100 and not any("waiting" in n for n in est.notes)
+
+
+def test_a_calibrated_model_says_how_much_was_waiting(tmp_path):
+    from tests.estimators.traces import rank_trace
+
+    files = [write(tmp_path / f"r{r}.json", rank_trace(r, 2, ks)) for r, ks in
+             ((0, [("allreduce", 1024, 0, 150)]), (1, [("allreduce", 1024, 100, 150)]))]
+    model = calibrate(files)
+    assert model.version == 2 and load_profile(write_profile(model, tmp_path / "p.json")) == model
+    (share,) = model.waiting
+    assert (share.measured_us, share.transfer_us, share.waiting_fraction) == (200.0, 100.0, 0.5)
+    est = ProfileEstimator(model)
+    assert est.collective_us("all_reduce", 2, 4096) == 50.0
+    assert ("profile: 50.0% of the calibration traces' NCCL kernel time was waiting for other ranks, not "
+            "transfer (all_reduce 50.0% (matched across ranks)); collectives are costed by transfer time") in est.notes

@@ -73,3 +73,42 @@ def write(path: Path, data: dict, *, gz: bool = False) -> Path:
     text = json.dumps(data).encode()
     path.write_bytes(gzip.compress(text) if gz else text)
     return path
+
+
+def rank_trace(rank: int, world: int, kernels, *, clock_offset: float = 0.0, step: int = 1,
+               group_size: int | None = None, compute=()) -> dict:
+    """One rank's new-format trace of NCCL kernels and compute kernels.
+
+    ``kernels``: (collective name, elements, start us, end us) on the rank's true clock;
+    ``clock_offset`` is added to every time (a rank whose clock runs ahead). ``compute``:
+    (kernel name, start us, duration us) of compute kernels (grid [8,1,1], block [128,1,1]).
+    """
+    ev = [_x("user_annotation", f"ProfilerStep#{step}", clock_offset - 100, 1e6)]
+    for i, (coll, elems, start, end) in enumerate(kernels):
+        ext, corr = 1000 + i, 5000 + i
+        ev.append(_x("cpu_op", "record_param_comms", clock_offset + start - 50, 20, **{"External id": ext}))
+        ev.append(_x("cuda_runtime", "cudaLaunchKernelExC", clock_offset + start - 40, 5,
+                     **{"External id": ext, "correlation": corr}))
+        ev.append(_x("kernel", "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+                     clock_offset + start, end - start, pid=0, tid=40,
+                     **{"External id": ext, "correlation": corr, "Collective name": coll,
+                        "In msg nelems": elems, "Out msg nelems": elems, "Group size": group_size or world,
+                        "dtype": "Float", "Process Group Name": "0", "stream": 40}))
+    for i, (name, start, dur) in enumerate(compute):
+        ext, corr = 3000 + i, 7000 + i
+        ev.append(_x("cpu_op", "aten::mm", clock_offset + start - 30, 10, **{"External id": ext}))
+        ev.append(_x("cuda_runtime", "cudaLaunchKernel", clock_offset + start - 20, 5,
+                     **{"External id": ext, "correlation": corr}))
+        ev.append(_x("kernel", name, clock_offset + start, dur, pid=0, tid=7,
+                     **{"External id": ext, "correlation": corr, "grid": [8, 1, 1], "block": [128, 1, 1],
+                        "stream": 7}))
+    return {"schemaVersion": 1, "distributedInfo": {"rank": rank, "world_size": world},
+            "deviceProperties": [{"name": "Test GPU"}], "traceEvents": ev}
+
+
+
+def parse_all(tmp_path: Path, traces: list[dict]):
+    """Hand-written traces written as ``rank<i>.json`` and parsed, in order."""
+    from commopt.estimators.kineto import parse_trace
+
+    return [parse_trace(write(tmp_path / f"rank{i}.json", t)) for i, t in enumerate(traces)]

@@ -1,0 +1,73 @@
+"""Compute slowdown under overlapping communication, measured on GPU traces.
+
+NCCL kernels occupy SMs (and memory bandwidth) while they run, waiting or moving data, so a
+compute kernel that runs beside one can take longer than the same kernel alone. The
+measure: every compute kernel of a trace is either *beside communication* (at least
+:data:`OVERLAPPED` of its time inside an NCCL kernel of the same trace) or *alone* (no time
+inside one); kernels in between are not used. Per kernel kind (name, grid, block: the same
+work) seen both ways, the ratio of the medians; the factor is their geometric mean,
+weighted by the time spent beside communication.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from bisect import bisect_right
+from collections.abc import Sequence
+
+from commopt.estimators.kineto import KernelSpan, KinetoTrace
+from commopt.schemas.profile import ComputeSlowdown
+
+#: A kernel at least this much inside NCCL kernels counts as beside communication.
+OVERLAPPED = 0.9
+
+
+def compute_slowdown(traces: Sequence[KinetoTrace]) -> ComputeSlowdown | None:
+    """The measured slowdown factor (see the module docstring), or None when no kernel kind
+    ran both beside an NCCL kernel and alone (nothing to compare)."""
+    beside: dict[str, list[float]] = {}
+    alone: dict[str, list[float]] = {}
+    for t in traces:
+        union = _union(t.nccl_spans)
+        for k in t.kernel_spans:
+            if k.duration_us <= 0:
+                continue
+            share = _inside(union, k) / k.duration_us
+            if share >= OVERLAPPED:
+                beside.setdefault(k.key, []).append(k.duration_us)
+            elif share == 0:
+                alone.setdefault(k.key, []).append(k.duration_us)
+    both = sorted(set(beside) & set(alone))
+    if not both:
+        return None
+    weights = [sum(beside[k]) for k in both]
+    logs = [math.log(statistics.median(beside[k]) / statistics.median(alone[k])) for k in both]
+    factor = math.exp(sum(w * x for w, x in zip(weights, logs, strict=True)) / sum(weights))
+    return ComputeSlowdown(
+        factor=factor, kernel_kinds=len(both),
+        overlapped_kernels=sum(len(beside[k]) for k in both), alone_kernels=sum(len(alone[k]) for k in both),
+        how=f"median time of {len(both)} kernel kind(s) beside an NCCL kernel (>= {OVERLAPPED:.0%} of "
+            "the kernel) over alone, geometric mean weighted by time beside")
+
+
+def _union(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Disjoint sorted intervals covering ``spans``."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _inside(union: list[tuple[float, float]], k: KernelSpan) -> float:
+    """Time of ``k`` inside the intervals of ``union``."""
+    a, b = k.start_us, k.start_us + k.duration_us
+    i = max(bisect_right(union, (a, math.inf)) - 1, 0)
+    total = 0.0
+    while i < len(union) and union[i][0] < b:
+        total += max(0.0, min(b, union[i][1]) - max(a, union[i][0]))
+        i += 1
+    return total
