@@ -179,7 +179,20 @@ def _trace(flat_step: Callable[..., Any], tensors: list[Any]) -> Any:
     cannot trace it)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    return make_fx(flat_step, tracing_mode="fake", _allow_non_fake_inputs=True)(*tensors)
+    from commopt.errors import CommoptError
+
+    try:
+        return make_fx(flat_step, tracing_mode="fake", _allow_non_fake_inputs=True)(*tensors)
+    except CommoptError:
+        raise
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        hint = ""
+        if "data pointer" in first:
+            hint = (" (the step runs code that reads tensor memory directly, as FSDP2's "
+                    "fully_shard hooks do: store parameters SimpleFSDP-style instead, see "
+                    "docs/capture.md)")
+        raise CommoptError(f"cannot trace the step: {type(exc).__name__}: {first[:300]}{hint}") from exc
 
 
 def _input_names(step_fn: Callable[..., Any], example_args: tuple[Any, ...],
@@ -261,3 +274,39 @@ def fake_world(world_size: int, rank: int = 0) -> Iterator[None]:
         yield
     finally:
         dist.destroy_process_group()
+
+
+def load_target(target: str) -> Callable[[], Any]:
+    """The function ``MODULE:FUNCTION`` names (``MODULE`` imported from the current directory
+    or ``sys.path``); an :class:`~commopt.errors.OptionError` naming what is missing."""
+    import importlib
+    import sys
+
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise OptionError(f"expected MODULE:FUNCTION, got {target!r}", field="MODULE:FUNCTION")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise OptionError(f"cannot import {module_name!r}: {exc}", field="MODULE:FUNCTION") from exc
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise OptionError(f"module {module_name!r} has no function {attr!r}", field="MODULE:FUNCTION")
+    return fn
+
+
+def call_target(target: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``; an exception it raises (the user's model code, or the trace of it) becomes a
+    one-line :class:`~commopt.errors.CommoptError` naming ``target`` (``--debug`` shows the
+    traceback)."""
+    from commopt.errors import CommoptError
+
+    try:
+        return fn()
+    except CommoptError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's code: reported, not a commopt bug
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise CommoptError(f"{target} failed: {type(exc).__name__}: {first[:300]}") from exc

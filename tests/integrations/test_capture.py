@@ -26,7 +26,11 @@ def tp_model_and_step(world_size: int):
     training step: (step, params, x, target)."""
     import torch
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
     from torch.func import functional_call
 
     mesh = init_device_mesh("cpu", (world_size,), mesh_dim_names=("tp",))
