@@ -25,6 +25,8 @@ _LAZY = {
     "capture": "commopt.integrations.capture:capture",
     "CapturedStep": "commopt.integrations.capture:CapturedStep",
     "fake_world": "commopt.integrations.capture:fake_world",
+    "inductor_pass": "commopt.integrations.inductor:inductor_pass",
+    "CommoptInductorPass": "commopt.integrations.inductor:CommoptInductorPass",
     "write_outputs": "commopt.outputs:write_outputs",
     "record_process_groups": "commopt.io.groups:record_process_groups",
     "save_with_groups": "commopt.io.groups:save_with_groups",
