@@ -17,6 +17,7 @@ from commopt.errors import CommoptError, ExitCode
 COMMANDS: dict[str, str] = {
     "inspect": "commopt.cli.inspect_cmd:inspect_cmd",
     "convert": "commopt.cli.convert_cmd:convert_cmd",
+    "capture": "commopt.cli.capture_cmd:capture_cmd",
     "estimate": "commopt.cli.estimate_cmd:estimate_cmd",
     "calibrate": "commopt.cli.calibrate_cmd:calibrate_cmd",
     "optimize": "commopt.cli.optimize_cmd:optimize_cmd",

@@ -312,25 +312,15 @@ def _llama_tp(world: int):
 
 
 def export_traced_step(class_name: str, step, ids, shards):
-    """Trace ``step(ids, labels, *shards)`` with make_fx on fake tensors (DTensor code traces
-    there, torch.export cannot) and export the flat graph as a module ``class_name`` whose
-    parameters are ``shards`` (labels = ids)."""
+    """``step(ids, labels, *shards)`` (labels = ids) captured with :func:`commopt.capture`:
+    traced with make_fx on fake tensors (DTensor code traces there, torch.export cannot) and
+    exported as a module ``class_name`` whose parameters are ``shards``."""
     import torch
-    from torch.fx.experimental.proxy_tensor import make_fx
 
-    gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(ids, ids, *shards)
+    from commopt.integrations.capture import capture
 
-    def __init__(self) -> None:
-        torch.nn.Module.__init__(self)
-        self.step = gm
-        self.shards = torch.nn.ParameterList(
-            torch.nn.Parameter(t.clone(), requires_grad=False) for t in shards)
-
-    def forward(self, ids, labels):
-        return self.step(ids, labels, *self.shards)
-
-    module = type(class_name, (torch.nn.Module,), {"__init__": __init__, "forward": forward})
-    return torch.export.export(module(), (ids, ids))
+    params = [torch.nn.Parameter(t, requires_grad=False) for t in shards]
+    return capture(step, ids, ids, *params, name=class_name).program
 
 
 def export_one(name: str, world: int, out_dir: Path, builder=None, description: str | None = None) -> dict:

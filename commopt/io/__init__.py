@@ -25,7 +25,9 @@ def check_input_path(path: str | os.PathLike[str]) -> Path:
 
 def load_graph(source: Any, *, groups: str | os.PathLike[str] | None = None,
                mesh: str | None = None, world_size: int | None = None) -> Graph:
-    """Load a graph from a path (``.pt2`` or ``.json``), an ExportedProgram or a GraphModule.
+    """Load a graph from a path (``.pt2``, ``.json``, or a torch.compile dump: see
+    :mod:`commopt.io.inductor_dump`), an ExportedProgram, a GraphModule or
+    an object with a ``commopt_graph()`` method (a :class:`commopt.CapturedStep`).
 
     ``groups`` (a JSON file), ``mesh`` (``"dp=2,tp=4"``) and ``world_size`` (the default
     group ``"0"`` is the world) supply process-group sizes and ranks a ``.pt2`` archive does
@@ -39,6 +41,10 @@ def load_graph(source: Any, *, groups: str | os.PathLike[str] | None = None,
             return apply_group_overrides(source, groups=groups, mesh=mesh, world_size=world_size)
         return source
     if isinstance(source, (str, os.PathLike)):
+        from commopt.io.inductor_dump import is_dump, load_dump
+
+        if is_dump(source):  # torch.compile's own dump (TORCH_COMPILE_DEBUG / TORCH_TRACE)
+            return load_dump(source, groups=groups, mesh=mesh, world_size=world_size)
         p = check_input_path(source)
         suffix = p.suffix.lower()
         if suffix == ".json":
@@ -57,6 +63,9 @@ def load_graph(source: Any, *, groups: str | os.PathLike[str] | None = None,
 
             graph = apply_group_overrides(graph, groups=groups, mesh=mesh, world_size=world_size)
         return graph
+    to_graph = getattr(source, "commopt_graph", None)  # e.g. commopt.CapturedStep
+    if callable(to_graph):
+        return load_graph(to_graph(), groups=groups, mesh=mesh, world_size=world_size)
     from commopt.io.groups import live_process_groups
     from commopt.io.pt2 import graph_from_torch
 
