@@ -113,6 +113,10 @@ def _print_text(app: App, s) -> None:
     b, a = s.before, s.after
     out.print(f"makespan {b.makespan_us:,.1f} -> {a.makespan_us:,.1f} us "
               f"(lower bound {s.lower_bound_us:,.1f}, ratio {s.makespan_over_lower_bound:.3f})")
+    if s.certificate is not None:
+        from commopt.certificate import words
+
+        out.print(words(s.certificate))
     out.print(f"exposed communication {b.exposed_comm_us:,.1f} -> {a.exposed_comm_us:,.1f} us; "
               f"overlap {b.overlap_ratio:.1%} -> {a.overlap_ratio:.1%}")
     out.print(f"peak live tensors {b.peak_memory_bytes / 2**20:,.1f} -> {a.peak_memory_bytes / 2**20:,.1f} MiB "

@@ -150,7 +150,10 @@ def optimize(
     stem = Path(g.source_path).stem if g.source_path else g.name
     counts = Counter((g.nodes[c].collective.group, g.nodes[c].collective.type) for c in colls)
     final = pipeline.final
+    from commopt.certificate import certify
     from commopt.gate import graph_identity
+
+    certificate = certify(final)
 
     summary = Summary(
         graph=g.name,
@@ -172,9 +175,9 @@ def optimize(
         after=_numbers(final),
         memory_accounting=memory_accounting,
         footprint=_footprint_summary(g, pipeline.order, footprint_budget, notes) if colls else None,
-        lower_bound_us=final.lower_bound_us,
-        makespan_over_lower_bound=(final.makespan_us / final.lower_bound_us
-                                   if final.lower_bound_us > 0 else 1.0),
+        lower_bound_us=certificate.lower_bound_us,
+        makespan_over_lower_bound=1.0 + certificate.gap_to_optimal,
+        certificate=certificate,
         notes=notes,
         optimizer_seconds=round(t_est + t_passes, 6) if timings else None,
         timings=Timings(
