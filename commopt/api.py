@@ -52,6 +52,8 @@ def optimize(
     align: int | None = None,
     comm_buffers: str | None = None,
     memory_accounting: str = "footprint",
+    solver: str = "heuristic",
+    time_limit_s: float | None = None,
     timings: bool = True,
     progress: Progress = SILENT,
 ) -> OptimizeResult:
@@ -77,7 +79,11 @@ def optimize(
     byte-identical. ``memory_accounting``: ``"footprint"`` (default) budgets what the emitted
     runner holds, its arenas included; ``"live-tensors"`` budgets only the live-tensor peak
     (a program without persistent buffers, or a comparison with a scheduler that has none);
-    the summary says which one was used. ``progress`` hears about each stage (load, estimate, each pass, ...).
+    the summary says which one was used. ``solver="exact"`` runs the exact solver after the
+    passes (:func:`commopt.solver.improve`, needs ``commopt[exact]``) for ``time_limit_s``
+    seconds (default :data:`commopt.solver.DEFAULT_TIME_LIMIT_S`): it keeps the passes'
+    order unless it finds a strictly better one, and its proven bound feeds the summary's
+    certificate. ``progress`` hears about each stage (load, estimate, each pass, ...).
     """
     from commopt.io import graph_suffix, load_graph
     from commopt.io.groups import require_known_group_sizes
@@ -85,6 +91,7 @@ def optimize(
     from commopt.sim.memory import check_max_memory_increase
 
     check_max_memory_increase(max_memory_increase)
+    time_limit_s = _check_solver(solver, time_limit_s)
     output_options = OutputOptions(align=align, comm_buffers=comm_buffers)  # checked before the work
     names = parse_pipeline(passes)
     registry = get_registry()
@@ -137,6 +144,10 @@ def optimize(
         pipeline = PipelineResult(order=g.original_order, initial=sim, final=sim)
         names = []
         notes.append("the graph has no collectives: nothing to overlap, order unchanged")
+    solver_run = None
+    if solver == "exact" and colls:
+        with progress.stage("exact solver"):
+            pipeline, solver_run = _exact(g, pipeline, ctx, time_limit_s, timings)
     pipeline = _as_saved(g, pipeline, durs, allow_cross_group_reorder, notes)
     t_passes = time.perf_counter() - t2
     if ctx.memory_budget_bytes is not None and colls:
@@ -153,7 +164,7 @@ def optimize(
     from commopt.certificate import certify
     from commopt.gate import graph_identity
 
-    certificate = certify(final)
+    certificate = certify(final, solver_run)
 
     summary = Summary(
         graph=g.name,
@@ -193,6 +204,40 @@ def optimize(
     inputs = [("--groups", groups), *(estimator_inputs(options) if options is not None else [])]
     written = write_outputs(result, outputs, output_dir, inputs=inputs, progress=progress)
     return dataclasses.replace(result, summary=outputs.summary, outputs=outputs, written=written)
+
+
+def _check_solver(solver: str, time_limit_s: float | None) -> float:
+    """The exact solver's time limit, after checking the options (before any work)."""
+    from commopt.solver import DEFAULT_TIME_LIMIT_S, SOLVERS, require_ortools
+
+    if solver not in SOLVERS:
+        raise OptionError(f"solver must be one of {', '.join(SOLVERS)}, not {solver!r}", field="--solver")
+    if time_limit_s is None:
+        return DEFAULT_TIME_LIMIT_S
+    if solver != "exact":
+        raise OptionError("--time-limit applies to --solver exact", field="--time-limit")
+    if not (isinstance(time_limit_s, (int, float)) and 0 < time_limit_s < float("inf")):
+        raise OptionError(f"{time_limit_s!r} is not a time limit > 0 seconds", field="--time-limit")
+    if solver == "exact":
+        require_ortools()
+    return float(time_limit_s)
+
+
+def _exact(graph: Graph, pipeline: PipelineResult, ctx: PassContext, time_limit_s: float,
+           timings: bool):
+    """The pipeline with the exact solver's order appended as a record (its order replaces
+    the passes' only when strictly better), and the solver's run for the certificate."""
+    import time as _time
+
+    from commopt.passes.manager import PassRecord
+    from commopt.solver import improve
+
+    t0 = _time.perf_counter()
+    out = improve(graph, pipeline.order, ctx, time_limit_s=time_limit_s, timings=timings)
+    record = PassRecord("exact", pipeline.final, out.sim, _time.perf_counter() - t0, out.run.kept,
+                        out.run.note)
+    return (PipelineResult(order=out.order, initial=pipeline.initial, final=out.sim,
+                           records=[*pipeline.records, record]), out.run)
 
 
 def _footprint_budget(graph: Graph, max_memory_increase: float, options: OutputOptions):

@@ -16,6 +16,7 @@ Model (docs/design.md, "Simulating an order"; the rules live in :mod:`commopt.si
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from commopt.errors import InvariantViolation
 from commopt.ir.graph import Graph, NodeKind
@@ -39,6 +40,25 @@ def simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) 
     replay = _Replay(graph, dur)
     replay.run(order)
     return replay.result(order)
+
+
+@dataclass(frozen=True)
+class NodeTimes:
+    """Per node of one replayed order: its start and end, and for a collective its issue
+    (the compute stream's clock when the order reached it; -1 for other nodes)."""
+
+    start: list[float]
+    end: list[float]
+    issue: list[float]
+
+
+def node_times(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) -> NodeTimes:
+    """Every node's times in the replay of ``order`` (the same replay as :func:`simulate`),
+    e.g. to warm-start a solver with a known schedule."""
+    order = Schedule.of(graph, order)
+    replay = _Replay(graph, step_durations(graph, durations_us))
+    replay.run(order)
+    return NodeTimes(list(replay.start), list(replay.end), list(replay.issue))
 
 
 class _Replay:
