@@ -212,15 +212,14 @@ def _check_solver(solver: str, time_limit_s: float | None) -> float:
 
     if solver not in SOLVERS:
         raise OptionError(f"solver must be one of {', '.join(SOLVERS)}, not {solver!r}", field="--solver")
-    if time_limit_s is None:
-        return DEFAULT_TIME_LIMIT_S
-    if solver != "exact":
+    if time_limit_s is not None and solver != "exact":
         raise OptionError("--time-limit applies to --solver exact", field="--time-limit")
-    if not (isinstance(time_limit_s, (int, float)) and 0 < time_limit_s < float("inf")):
+    if time_limit_s is not None and not (isinstance(time_limit_s, (int, float))
+                                         and 0 < time_limit_s < float("inf")):
         raise OptionError(f"{time_limit_s!r} is not a time limit > 0 seconds", field="--time-limit")
     if solver == "exact":
         require_ortools()
-    return float(time_limit_s)
+    return DEFAULT_TIME_LIMIT_S if time_limit_s is None else float(time_limit_s)
 
 
 def _exact(graph: Graph, pipeline: PipelineResult, ctx: PassContext, time_limit_s: float,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from commopt.solver.problem import Problem, Storage
 
@@ -52,12 +52,14 @@ class Solution:
 
 @dataclass
 class _Model:
-    """A built model and its variables."""
+    """A built model and its variables; ``derived``: more variables, each with how its value
+    follows from per-node (clock, start) values (so a hint can be complete)."""
 
     model: object
     start: dict
     issue: dict
     makespan: object
+    derived: list = field(default_factory=list)
 
 
 def solve(prob: Problem, nodes: Sequence[int], *, hint: Mapping[int, tuple[int, int]],
@@ -76,7 +78,7 @@ def solve(prob: Problem, nodes: Sequence[int], *, hint: Mapping[int, tuple[int, 
     mv = _build(prob, nodes, fixed or {}, floor, horizon)
     if stores is not None and capacity is not None:
         _memory(mv, prob, nodes, stores, capacity, floor, horizon)
-    _hint(mv, nodes, hint)
+    _hint(mv, prob, nodes, hint)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = max(1, workers)
     solver.parameters.max_time_in_seconds = max(0.01, MAKESPAN_SHARE * float(time_limit_s))
@@ -92,7 +94,7 @@ def solve(prob: Problem, nodes: Sequence[int], *, hint: Mapping[int, tuple[int, 
         mv.model.Add(mv.makespan <= objective)
         mv.model.Minimize(_lifetimes(mv, prob, nodes, stores, floor, horizon))
         mv.model.ClearHints()
-        _hint(mv, nodes, found)
+        _hint(mv, prob, nodes, found)
         solver.parameters.max_time_in_seconds = left
         if solver.Solve(mv.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             sequences.insert(0, _sequence(prob, nodes, _values(solver, mv, nodes)))
@@ -140,13 +142,17 @@ def _build(prob: Problem, nodes: Sequence[int], fixed: Mapping[int, Fixed], floo
     return _Model(m, start, issue, makespan)
 
 
-def _hint(mv: _Model, nodes: Sequence[int], values: Mapping[int, tuple[int, int]]) -> None:
-    """Warm-start ``mv`` with per node (clock, start) values."""
+def _hint(mv: _Model, prob: Problem, nodes: Sequence[int], values: Mapping[int, tuple[int, int]]) -> None:
+    """Warm-start ``mv`` with per node (clock, start) values (a complete hint: CP-SAT only
+    takes a hint it can check as a whole as its first solution)."""
     for i in nodes:
         c, s = values[i]
         mv.model.AddHint(mv.start[i], s)
         if i in mv.issue:
             mv.model.AddHint(mv.issue[i], c)
+    mv.model.AddHint(mv.makespan, max((values[i][1] + prob.units[i] for i in nodes), default=0))
+    for var, value in mv.derived:
+        mv.model.AddHint(var, value(values))
 
 
 def _values(solver, mv: _Model, nodes: Sequence[int]) -> dict[int, tuple[int, int]]:
@@ -184,13 +190,21 @@ def _last_use(mv: _Model, prob: Problem, r: int, st: Storage, inside: set[int], 
     """A variable >= the event of every node of the window using storage ``r`` (plus one, so
     a storage is live at its last use; the end + 1 when the output uses it)."""
     last = mv.model.NewIntVar(floor, horizon + 1, f"l{r}")
-    mv.model.Add(last >= _event(mv, prob, r) + 1)
-    for u in st.users:
-        if u in inside:
-            mv.model.Add(last >= _event(mv, prob, u) + 1)
+    using = [r, *(u for u in st.users if u in inside)]
+    for u in using:
+        mv.model.Add(last >= _event(mv, prob, u) + 1)
     if st.to_end:
         mv.model.Add(last == horizon + 1)
+        mv.derived.append((last, lambda values: horizon + 1))
+    else:
+        mv.derived.append((last, lambda values: max(_event_value(prob, u, values) for u in using) + 1))
     return last
+
+
+def _event_value(prob: Problem, i: int, values: Mapping[int, tuple[int, int]]) -> int:
+    """:func:`_event` of node ``i`` in per-node (clock, start) ``values``."""
+    c, s = values[i]
+    return s + prob.units[i] if prob.on_compute_stream(i) else c
 
 
 def _lifetimes(mv: _Model, prob: Problem, nodes: Sequence[int], stores: Mapping[int, Storage],
@@ -220,6 +234,8 @@ def _memory(mv: _Model, prob: Problem, nodes: Sequence[int], stores: Mapping[int
         a = _event(mv, prob, r)
         last = _last_use(mv, prob, r, st, inside, floor, horizon)
         size = mv.model.NewIntVar(1, horizon + 1, f"z{r}")
+        mv.derived.append((size, lambda values, r=r, last_hint=mv.derived[-1][1]:
+                           last_hint(values) - _event_value(prob, r, values)))
         intervals.append(mv.model.NewIntervalVar(a, size, last, f"m{r}"))
         demands.append(st.nbytes)
     mv.model.AddCumulative(intervals, demands, capacity)

@@ -24,7 +24,8 @@ def improve_windows(graph: Graph, prob: Problem, order: Sequence[int], *, time_l
     takes a full order and says whether it is kept (strictly better, valid). Returns the last
     kept order and a note on what was done."""
     t0 = time.perf_counter()
-    seq = [i for i in order if i in set(prob.placed)]
+    placed = set(prob.placed)
+    seq = [i for i in order if i in placed]
     preds: dict[int, list[int]] = {}
     for p, s, _ in prob.edges:
         preds.setdefault(s, []).append(p)

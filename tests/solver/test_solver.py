@@ -87,6 +87,8 @@ def test_options_are_checked_before_any_work(samples_dir, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "ortools.sat.python.cp_model", None)
     with pytest.raises(OptionError, match=r"commopt\[exact\]"):
         commopt.optimize(graph, solver="exact", time_limit_s=1)
+    with pytest.raises(OptionError, match=r"commopt\[exact\]"):
+        commopt.optimize(graph, solver="exact")
 
 
 def test_cli_solver_exact_and_a_bad_time_limit(samples_dir, tmp_path, capsys):
