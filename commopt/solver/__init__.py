@@ -112,7 +112,8 @@ def improve(graph: Graph, order: Sequence[int], ctx: PassContext, *, time_limit_
 
 
 #: With a memory budget, the share of the time limit solved without it (the proven bound);
-#: the rest solves with live memory limited to the budget.
+#: the rest solves with live memory limited to the budget when that found a better order over
+#: the budget, else goes on searching without it.
 FREE_SHARE = 0.4
 
 
@@ -139,8 +140,17 @@ def _solve_whole(graph: Graph, prob, base: Schedule, ctx: PassContext, time_limi
     if any(accept(assemble(graph, seq)) for seq in sol.sequences) or budget is None:
         return sol.status, bound, None
     left = time_limit_s - (time.perf_counter() - t0)
-    if left <= 0.05 or sol.objective is None or sol.objective >= horizon:
+    if left <= 0.05 or sol.status == "optimal" and (sol.objective is None or sol.objective >= horizon):
         return sol.status, bound, None
+    if sol.objective is None or sol.objective >= horizon:  # nothing better yet: search on
+        more = cpsat.solve(prob, prob.placed, hint=hint, horizon=horizon, time_limit_s=left,
+                           workers=workers, stores=stores)
+        if more.bound is not None:
+            bound = max(bound or 0.0, more.bound / prob.units_per_us)
+        found = any(accept(assemble(graph, seq)) for seq in more.sequences)
+        note = None if found or more.objective is None or more.objective >= horizon else \
+            "a better order was found too late to fit it to the memory budget"
+        return more.status, bound, note
     limited = cpsat.solve(prob, prob.placed, hint=hint, horizon=horizon, time_limit_s=left,
                           workers=workers, stores=stores, capacity=budget - resident)
     found = any(accept(assemble(graph, seq)) for seq in limited.sequences)
