@@ -51,6 +51,6 @@ def words(cert: Certificate) -> str:
     if cert.proven_optimal:
         return (f"proven optimal: the makespan equals the lower bound {cert.lower_bound_us:,.1f} us "
                 f"(from {src})")
-    return (f"within {cert.gap_to_optimal:.1%} of optimal: no order keeping the invariants finishes "
-            f"before {cert.lower_bound_us:,.1f} us (proven by {src}); the optimum may lie above "
+    return (f"within {cert.gap_to_optimal:.1%} of optimal: no order keeping the invariants finishes in "
+            f"less than {cert.lower_bound_us:,.1f} us (proven by {src}); the optimum may lie above "
             "that bound, so the true gap may be smaller")
