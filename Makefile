@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml setup.py
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_PIN)
 	$(BIN)/pip install -q numpy ruff
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,exact]'
 	touch $(STAMP)
 
 install: $(STAMP)

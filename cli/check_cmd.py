@@ -31,6 +31,9 @@ from commopt.cli.options import (
               help="summary.json (commopt optimize) or check JSON to compare against.")
 @click.option("--max-regression", type=click.FloatRange(min=0), default=None, metavar="PCT",
               help="Allowed growth over the baseline in percent [default: 0].")
+@click.option("--max-gap-to-optimal", type=click.FloatRange(min=0), default=None, metavar="PCT",
+              help="Fail when the makespan is not proven within PCT percent of the optimum "
+                   "(makespan / proven lower bound - 1).")
 @click.option("--as-is", is_flag=True, help="Check the file's own order instead of commopt's.")
 @click.option("--passes", default=None, metavar="A,B,C", help="Pass pipeline used for the check.")
 @click.option("--max-memory-increase", type=float, default=None, metavar="F",
@@ -43,7 +46,7 @@ from commopt.cli.options import (
 @pass_app
 def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overlap: float | None,
               max_peak_memory: int | None, baseline: str | None, max_regression: float | None,
-              as_is: bool, passes: str | None, max_memory_increase: float | None,
+              max_gap_to_optimal: float | None, as_is: bool, passes: str | None, max_memory_increase: float | None,
               markdown_file: str | None, groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str,
               **estimator_values) -> None:
     """Simulate GRAPH and fail (exit 1) when thresholds or the baseline are not met."""
@@ -56,7 +59,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
     cfg = app.config.with_overrides({
         "max_exposed_comm_us": max_exposed_comm_us, "min_overlap": min_overlap,
         "max_peak_memory": max_peak_memory, "max_regression": max_regression,
-        "passes": passes, "max_memory_increase": max_memory_increase,
+        "max_gap_to_optimal": max_gap_to_optimal, "passes": passes, "max_memory_increase": max_memory_increase,
     })
     est = options_from_cli(app.config, estimator_values)
     check_outputs(app, {"--markdown": markdown_file},
@@ -66,7 +69,8 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
     regression = cfg.get("max_regression") if baseline is not None else max_regression
     gate.check_thresholds(max_exposed_comm_us=cfg.get("max_exposed_comm_us"),
                           min_overlap=cfg.get("min_overlap"), max_peak_memory=cfg.get("max_peak_memory"),
-                          max_regression=regression, has_baseline=baseline is not None)
+                          max_regression=regression, has_baseline=baseline is not None,
+                          max_gap_to_optimal=cfg.get("max_gap_to_optimal"))
     base = gate.load_baseline(baseline) if baseline is not None else None
     kwargs = {}
     if cfg.get("max_memory_increase") is not None:
@@ -92,6 +96,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
         max_peak_memory=cfg.get("max_peak_memory"),
         baseline=base,
         max_regression=regression,
+        max_gap_to_optimal=cfg.get("max_gap_to_optimal"),
     )
     res = gate.result(graph, s.estimator, not as_is, metrics, outcomes, base)
     md = gate.markdown(res)

@@ -58,6 +58,8 @@ def optimize(
     align: int | None = None,
     comm_buffers: str | None = None,
     memory_accounting: str | None = None,
+    solver: str = "heuristic",
+    time_limit_s: float | None = None,
     timings: bool = True,
     force: bool = False,
     progress: Progress = SILENT,
@@ -85,7 +87,11 @@ def optimize(
     byte-identical. ``memory_accounting``: ``"footprint"`` (default, unless ``comm_buffers`` is
     ``"none"``) budgets what the emitted runner holds, its arenas included; ``"live-tensors"`` budgets only the live-tensor peak
     (a program without persistent buffers, or a comparison with a scheduler that has none);
-    the summary says which one was used. ``progress`` hears about each stage (load, estimate, each pass, ...).
+    the summary says which one was used. ``solver="exact"`` runs the exact solver after the
+    passes (:func:`commopt.solver.improve`, needs ``commopt[exact]``) for ``time_limit_s``
+    seconds (default :data:`commopt.solver.DEFAULT_TIME_LIMIT_S`): it keeps the passes'
+    order unless it finds a strictly better one, and its proven bound feeds the summary's
+    certificate. ``progress`` hears about each stage (load, estimate, each pass, ...).
     """
     from commopt.io import graph_suffix, load_graph
     from commopt.io.groups import require_known_group_sizes
@@ -93,6 +99,7 @@ def optimize(
     from commopt.sim.memory import check_max_memory_increase
 
     check_max_memory_increase(max_memory_increase)
+    time_limit_s = _check_solver(solver, time_limit_s)
     output_options = OutputOptions(align=align, comm_buffers=comm_buffers)  # checked before the work
     if output_dir is not None:
         graph_path = graph if isinstance(graph, (str, os.PathLike)) else None
@@ -151,6 +158,10 @@ def optimize(
         pipeline = PipelineResult(order=g.original_order, initial=sim, final=sim)
         names = []
         notes.append("the graph has no collectives: nothing to overlap, order unchanged")
+    solver_run = None
+    if solver == "exact" and colls:
+        with progress.stage("exact solver"):
+            pipeline, solver_run = _exact(g, pipeline, ctx, time_limit_s, timings)
     pipeline = _as_saved(g, pipeline, durs, allow_cross_group_reorder, notes)
     t_passes = time.perf_counter() - t2
     if ctx.memory_budget_bytes is not None and colls:
@@ -164,7 +175,10 @@ def optimize(
     stem = Path(g.source_path).stem if g.source_path else g.name
     counts = Counter((g.nodes[c].collective.group, g.nodes[c].collective.type) for c in colls)
     final = pipeline.final
+    from commopt.certificate import certify
     from commopt.gate import graph_identity
+
+    certificate = certify(final, solver_run)
 
     summary = Summary(
         graph=g.name,
@@ -186,9 +200,9 @@ def optimize(
         after=_numbers(final),
         memory_accounting=memory_accounting,
         footprint=_footprint_summary(g, pipeline.order, footprint_budget, notes) if colls else None,
-        lower_bound_us=final.lower_bound_us,
-        makespan_over_lower_bound=(final.makespan_us / final.lower_bound_us
-                                   if final.lower_bound_us > 0 else 1.0),
+        lower_bound_us=certificate.lower_bound_us,
+        makespan_over_lower_bound=1.0 + certificate.gap_to_optimal,
+        certificate=certificate,
         notes=notes,
         optimizer_seconds=round(t_est + t_passes, 6) if timings else None,
         timings=Timings(
@@ -219,6 +233,39 @@ def _memory_accounting(asked: str | None, options: OutputOptions, notes: list[st
                      "bounds the live-tensor peak, which is what the runner holds")
         return "live-tensors"
     return "footprint"
+
+
+def _check_solver(solver: str, time_limit_s: float | None) -> float:
+    """The exact solver's time limit, after checking the options (before any work)."""
+    from commopt.solver import DEFAULT_TIME_LIMIT_S, SOLVERS, require_ortools
+
+    if solver not in SOLVERS:
+        raise OptionError(f"solver must be one of {', '.join(SOLVERS)}, not {solver!r}", field="--solver")
+    if time_limit_s is not None and solver != "exact":
+        raise OptionError("--time-limit applies to --solver exact", field="--time-limit")
+    if time_limit_s is not None and not (isinstance(time_limit_s, (int, float))
+                                         and 0 < time_limit_s < float("inf")):
+        raise OptionError(f"{time_limit_s!r} is not a time limit > 0 seconds", field="--time-limit")
+    if solver == "exact":
+        require_ortools()
+    return DEFAULT_TIME_LIMIT_S if time_limit_s is None else float(time_limit_s)
+
+
+def _exact(graph: Graph, pipeline: PipelineResult, ctx: PassContext, time_limit_s: float,
+           timings: bool):
+    """The pipeline with the exact solver's order appended as a record (its order replaces
+    the passes' only when strictly better), and the solver's run for the certificate."""
+    import time as _time
+
+    from commopt.passes.manager import PassRecord
+    from commopt.solver import improve
+
+    t0 = _time.perf_counter()
+    out = improve(graph, pipeline.order, ctx, time_limit_s=time_limit_s, timings=timings)
+    record = PassRecord("exact", pipeline.final, out.sim, _time.perf_counter() - t0, out.run.kept,
+                        out.run.note)
+    return (PipelineResult(order=out.order, initial=pipeline.initial, final=out.sim,
+                           records=[*pipeline.records, record]), out.run)
 
 
 def _footprint_budget(graph: Graph, max_memory_increase: float, options: OutputOptions):

@@ -32,4 +32,5 @@ DEFAULTS: dict[str, Any] = {
     "min_overlap": None,
     "max_peak_memory": None,
     "max_regression": None,
+    "max_gap_to_optimal": None,
 }

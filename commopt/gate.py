@@ -36,6 +36,7 @@ def evaluate(
     max_peak_memory: int | None = None,
     baseline: CheckMetrics | None = None,
     max_regression: float | None = None,
+    max_gap_to_optimal: float | None = None,
 ) -> list[CheckOutcome]:
     """Every requested check, in a fixed order (thresholds, then baseline comparisons).
 
@@ -45,7 +46,7 @@ def evaluate(
     """
     check_thresholds(max_exposed_comm_us=max_exposed_comm_us, min_overlap=min_overlap,
                      max_peak_memory=max_peak_memory, max_regression=max_regression,
-                     has_baseline=baseline is not None)
+                     has_baseline=baseline is not None, max_gap_to_optimal=max_gap_to_optimal)
     if baseline is not None:
         check_same_graph(metrics, baseline)
     out: list[CheckOutcome] = []
@@ -61,6 +62,8 @@ def evaluate(
         v = metrics.peak_memory_bytes
         out.append(_outcome("max-peak-memory", v, max_peak_memory, v <= max_peak_memory,
                             f"peak memory {v:,} B (limit {max_peak_memory:,} B)"))
+    if max_gap_to_optimal is not None:
+        out.append(_gap_outcome(metrics, max_gap_to_optimal))
     if baseline is not None:
         pct = 0.0 if max_regression is None else max_regression
         for name in REGRESSION_METRICS:
@@ -74,14 +77,29 @@ def evaluate(
     return out
 
 
+def _gap_outcome(metrics: CheckMetrics, limit_pct: float) -> CheckOutcome:
+    """The gap-to-optimal check: ``makespan / lower bound - 1`` in percent, a proven upper
+    bound on how far the makespan is above the optimum (:mod:`commopt.certificate`)."""
+    from commopt.certificate import gap
+
+    if metrics.lower_bound_us is None:
+        raise OptionError("--max-gap-to-optimal needs a lower bound, which these metrics lack",
+                          field="--max-gap-to-optimal")
+    v = 100.0 * gap(metrics.makespan_us, metrics.lower_bound_us)
+    return _outcome("max-gap-to-optimal", v, limit_pct, v <= limit_pct,
+                    f"makespan {metrics.makespan_us:,.1f} us is within {v:.2f}% of optimal "
+                    f"(proven lower bound {metrics.lower_bound_us:,.1f} us; limit {limit_pct:g}%)")
+
+
 def check_thresholds(*, max_exposed_comm_us: float | None = None, min_overlap: float | None = None,
                      max_peak_memory: int | None = None, max_regression: float | None = None,
-                     has_baseline: bool = False) -> None:
+                     has_baseline: bool = False, max_gap_to_optimal: float | None = None) -> None:
     """:class:`OptionError` (exit 2) for a threshold that is not a finite number >= 0 (NaN
     compares false with everything: the gate would fail or pass by accident), an overlap
     above 1, or ``max_regression`` without a baseline (it would be silently ignored)."""
     for option, value in (("--max-exposed-comm-us", max_exposed_comm_us), ("--min-overlap", min_overlap),
-                          ("--max-peak-memory", max_peak_memory), ("--max-regression", max_regression)):
+                          ("--max-peak-memory", max_peak_memory), ("--max-regression", max_regression),
+                          ("--max-gap-to-optimal", max_gap_to_optimal)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not math.isfinite(value) or value < 0):
             raise OptionError(f"{value!r} is not a finite number >= 0", field=option)

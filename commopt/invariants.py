@@ -146,6 +146,24 @@ def _result_sources(graph: Graph) -> tuple[list[int], list[int]]:
     return src, via
 
 
+def wait_before_use_edges(graph: Graph) -> list[tuple[int, int]]:
+    """(wait, user) pairs invariant 4 orders beyond the graph's edges: a node that reads a
+    collective's result through views of the collective itself (not of a wait) comes after
+    every wait of that collective. A scheduler that places nodes itself adds these."""
+    nodes = graph.nodes
+    src, via = _result_sources(graph)
+    out = []
+    for node in nodes:
+        u = node.index
+        if node.kind in (NodeKind.VIEW, NodeKind.WAIT):
+            continue
+        for j in node.inputs:
+            c = src[j]
+            if c >= 0 and c != u and via[j] < 0:
+                out.extend((w, u) for w in graph.waits_of(c))
+    return out
+
+
 def _check_wait_before_use(graph: Graph, pos: list[int]) -> list[Violation]:
     nodes = graph.nodes
     src, via = _result_sources(graph)

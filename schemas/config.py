@@ -29,6 +29,9 @@ class ConfigFile(BaseModel):
     min_overlap: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
     max_peak_memory: int | None = Field(None, ge=0)
     max_regression: float | None = Field(None, ge=0, allow_inf_nan=False, description="percent")
+    max_gap_to_optimal: float | None = Field(
+        None, ge=0, allow_inf_nan=False,
+        description="percent: makespan / proven lower bound - 1 (commopt check)")
 
 
 class EffectiveSetting(BaseModel):

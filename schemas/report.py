@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from commopt.schemas.summary import Certificate
+
 FORMAT_NAME = "commopt-report"
 FORMAT_VERSION = 1
 
@@ -170,6 +172,9 @@ class OverlapReport(_Model):
                     "when the simulator points to nothing",
     )
     notes: list[str] = Field(default_factory=list)
+    certificate: Certificate | None = Field(
+        None, description="the proven lower bound on every valid order and the gap to the "
+                          "optimum it proves for the last schedule")
 
     @property
     def final(self) -> ScheduleReport:

@@ -73,6 +73,40 @@ class MemoryFootprint(BaseModel):
     arena_after_bytes: int = Field(description="the arenas of the new order (the plan's, with an output set)")
 
 
+class SolverRun(BaseModel):
+    """What the exact solver (``--solver exact``) did."""
+
+    status: str = Field(description="'optimal' (proven), 'feasible' (time limit), 'no solution', "
+                                    "or 'windows' (windowed improvement of a large graph)")
+    time_limit_seconds: float
+    seconds: float | None = Field(description="wall time (null with --no-timings)")
+    makespan_us: float = Field(description="makespan of the order the solver returned (simulated)")
+    proven_bound_us: float | None = Field(
+        description="the solver's proven lower bound (null: none proven for the whole graph, "
+                    "as in windowed mode)")
+    kept: bool = Field(description="the solver's order replaced the heuristic's (strictly better, "
+                                   "every invariant kept, within the memory budget)")
+    note: str | None = None
+
+
+class Certificate(BaseModel):
+    """A proven lower bound on the makespan of every order that keeps the invariants, and the
+    gap to the optimum it proves for this order."""
+
+    lower_bound_us: float = Field(description="the best proven lower bound")
+    source: Literal["bounds", "exact solver"] = Field(
+        description="'bounds': the best cheap bound (bounds_us); 'exact solver': the solver proved more")
+    gap_to_optimal: float = Field(
+        description="after.makespan_us / lower_bound_us - 1: the makespan is proven to be at most "
+                    "this fraction above the optimum (an upper bound on the gap: the optimum may "
+                    "be above the lower bound)")
+    proven_optimal: bool = Field(description="the makespan equals the lower bound")
+    bounds_us: dict[str, float] = Field(
+        description="each cheap bound: compute, busiest_stream, critical_path, compute_heads_tails, "
+                    "group_streams (docs/solver.md)")
+    solver: SolverRun | None = Field(None, description="the exact solver's run (null: not asked for)")
+
+
 class Summary(BaseModel):
     """What ``commopt optimize`` did to one graph."""
 
@@ -97,8 +131,11 @@ class Summary(BaseModel):
     passes: list[PassSummary]
     before: SimNumbers
     after: SimNumbers
-    lower_bound_us: float = Field(description="max(total compute, busiest comm stream, critical path)")
+    lower_bound_us: float = Field(description="the certificate's proven lower bound on every valid "
+                                              "order's makespan (certificate.lower_bound_us)")
     makespan_over_lower_bound: float = Field(description="after.makespan_us / lower_bound_us")
+    certificate: Certificate | None = Field(
+        None, description="the proven lower bound and the gap to the optimum it proves")
     buffer_plan: PlanComparison | None = Field(
         None, description="communication-buffer arena totals on the new order vs the original")
     memory_accounting: Literal["footprint", "live-tensors"] = Field(

@@ -70,6 +70,8 @@ def test_baseline_from_summary_and_from_check_result(tmp_path):
     ({"max_peak_memory": float("inf")}, "--max-peak-memory"),
     ({"max_exposed_comm_us": -1.0}, "--max-exposed-comm-us"),
     ({"min_overlap": 1.5}, "--min-overlap"),
+    ({"max_gap_to_optimal": float("nan")}, "--max-gap-to-optimal"),
+    ({"max_gap_to_optimal": -1.0}, "--max-gap-to-optimal"),
 ])
 def test_thresholds_that_cannot_be_compared_are_option_errors(kwargs, option):
     with pytest.raises(OptionError) as err:
@@ -126,3 +128,14 @@ def test_unreadable_baselines_are_user_errors(tmp_path, data, message):
     p.write_bytes(data)
     with pytest.raises(CommoptError, match=message):
         gate.load_baseline(p)
+
+
+def test_gap_to_optimal_is_makespan_over_the_proven_bound():
+    m = CheckMetrics(makespan_us=1030.0, exposed_comm_us=0.0, overlap_ratio=1.0, peak_memory_bytes=1,
+                     lower_bound_us=1000.0)
+    (ok,) = gate.evaluate(m, max_gap_to_optimal=3.5)
+    (bad,) = gate.evaluate(m, max_gap_to_optimal=2.0)
+    assert ok.passed and ok.value == pytest.approx(3.0)
+    assert not bad.passed and "within 3.00% of optimal" in bad.message
+    with pytest.raises(OptionError, match="lower bound"):
+        gate.evaluate(_m(), max_gap_to_optimal=1.0)

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from commopt.certificate import certify
 from commopt.errors import GraphError
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.report.explain import advise, csr_lists, explain_exposed
 from commopt.schemas.report import OverlapReport
+from commopt.schemas.summary import Certificate
 from commopt.sim.result import COMPUTE_LANE, SimResult, comm_lane
 
 #: The memory curve keeps at most this many points (each bucket keeps its peak).
@@ -45,6 +47,7 @@ def build_report(
     memory_budget_bytes: int | None = None,
     notes: Sequence[str] = (),
     optimized: bool | None = None,
+    certificate: Certificate | None = None,
 ) -> OverlapReport:
     """The overlap report of ``graph`` in ``before_order`` and, when given, ``after_order``.
 
@@ -58,6 +61,8 @@ def build_report(
     one. ``optimized`` says whether the final order is already a reordering (commopt's output
     or a reordered file); by default it is when ``after_order`` is given. An optimized order
     is never advised to be reordered (:func:`commopt.report.explain.advise`).
+    ``certificate``: the final schedule's (:func:`commopt.certificate.certify`; by default
+    from the cheap bounds of its simulation).
     """
     n = len(graph)
     if len(durations_us) != n:
@@ -109,6 +114,7 @@ def build_report(
         "top_exposed": top_names,
         "advice": advice,
         "notes": list(notes),
+        "certificate": certificate if certificate is not None else certify(final_sim),
     })
 
 

@@ -44,7 +44,9 @@ GLOSSARY = [
     ("overlap", "the share of communication time hidden behind compute (100% when every "
                 "collective finishes before its wait)."),
     ("lower bound", "no order can finish sooner: the largest of total compute, the busiest "
-                    "group's communication and the critical path of the graph."),
+                    "group's communication, the critical path of the graph, and the compute "
+                    "and group streams with the time that must pass before and after each "
+                    "of their operations (or the exact solver's proven bound, where it ran)."),
     ("issue / wait", "a collective starts on its group's stream when issued (if the stream is "
                      "free) and the compute stream blocks at its wait until it has finished."),
 ]
@@ -161,6 +163,8 @@ def render_html(report: OverlapReport) -> str:
     ]
     headers, rows = tables.summary_rows(report)
     parts.append(_table(headers, rows, numeric=("value", "before", "after", "change")))
+    for text in tables.certificate_lines(report):
+        parts.append(f'<p class="sub">{e(text)}</p>')
     for note in report.notes:
         parts.append(f'<p class="sub">note: {e(note)}</p>')
     parts.append(

@@ -143,6 +143,13 @@ def group_causes(report: OverlapReport, *, limit: int = 3) -> tuple[list[str], l
     return headers, rows
 
 
+def certificate_lines(report: OverlapReport) -> list[str]:
+    """How far from optimal the last schedule is proven to be at most (one line, or none)."""
+    from commopt.certificate import words
+
+    return [words(report.certificate)] if report.certificate is not None else []
+
+
 def advice_lines(report: OverlapReport) -> list[str]:
     """What would help, one line per piece of advice, or one line saying nothing would.
 

@@ -4,17 +4,20 @@
 one implementation of live-memory accounting along an order.
 """
 
-from commopt.sim.engine import critical_path_us, simulate
+from commopt.sim.bounds import LowerBounds, critical_path_us, lower_bounds
+from commopt.sim.engine import simulate
 from commopt.sim.memory import peak_memory
 from commopt.sim.result import COMPUTE_LANE, CollectiveTiming, SimEvent, SimResult, comm_lane
 
 __all__ = [
     "COMPUTE_LANE",
     "CollectiveTiming",
+    "LowerBounds",
     "SimEvent",
     "SimResult",
     "comm_lane",
     "critical_path_us",
+    "lower_bounds",
     "peak_memory",
     "simulate",
 ]

@@ -15,15 +15,15 @@ Model (docs/design.md, "Simulating an order"; the rules live in :mod:`commopt.si
 
 from __future__ import annotations
 
-import weakref
-from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from commopt.errors import InvariantViolation
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
+from commopt.sim.bounds import lower_bounds
 from commopt.sim.memory import peak_memory
-from commopt.sim.model import needs_finish, step_durations, stream_of
+from commopt.sim.model import step_durations, stream_of
 from commopt.sim.result import COMPUTE_LANE, CollectiveTiming, SimEvent, SimResult, comm_lane
 
 
@@ -40,6 +40,25 @@ def simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) 
     replay = _Replay(graph, dur)
     replay.run(order)
     return replay.result(order)
+
+
+@dataclass(frozen=True)
+class NodeTimes:
+    """Per node of one replayed order: its start and end, and for a collective its issue
+    (the compute stream's clock when the order reached it; -1 for other nodes)."""
+
+    start: list[float]
+    end: list[float]
+    issue: list[float]
+
+
+def node_times(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) -> NodeTimes:
+    """Every node's times in the replay of ``order`` (the same replay as :func:`simulate`),
+    e.g. to warm-start a solver with a known schedule."""
+    order = Schedule.of(graph, order)
+    replay = _Replay(graph, step_durations(graph, durations_us))
+    replay.run(order)
+    return NodeTimes(list(replay.start), list(replay.end), list(replay.issue))
 
 
 class _Replay:
@@ -135,8 +154,7 @@ class _Replay:
         makespan = max([self.t, *(end[c] for c in self.issued)])
         total_comm = sum(self.comm_by_group.values())
         overlap = 1.0 if total_comm <= 0.0 else min(1.0, max(0.0, 1.0 - self.exposed_total / total_comm))
-        cp = critical_path_us(graph, self.dur)
-        busiest = max(self.comm_by_group.values(), default=0.0)
+        bounds = lower_bounds(graph, self.dur)
         peak, curve = peak_memory(graph, order)
         return SimResult(
             makespan_us=makespan,
@@ -144,12 +162,13 @@ class _Replay:
             comm_us_by_group=dict(sorted(self.comm_by_group.items())),
             exposed_comm_us=self.exposed_total,
             overlap_ratio=overlap,
-            lower_bound_us=max(self.total_compute, busiest, cp),
-            critical_path_us=cp,
+            lower_bound_us=bounds.value,
+            critical_path_us=bounds.critical_path_us,
             peak_memory_bytes=peak,
             events=self.events,
             collectives=[self._timing(c) for c in self.issued],
             memory_curve=self._memory_curve(order, curve),
+            lower_bounds=bounds,
         )
 
     def _timing(self, c: int) -> CollectiveTiming:
@@ -186,61 +205,3 @@ def _charge_unwaited(nodes, ins, end, t: float, exposed: list[float]) -> None:
     while nodes[src].kind is NodeKind.VIEW and nodes[src].inputs:
         src = max(nodes[src].inputs, key=lambda p: (end[p], -p))
     exposed[src] += exposed_before
-
-
-_EDGE_FLAGS: weakref.WeakKeyDictionary[Graph, array] = weakref.WeakKeyDictionary()
-_LAST_CP: weakref.WeakKeyDictionary[Graph, tuple[list[float], float]] = weakref.WeakKeyDictionary()
-
-
-def _edge_carries_end(graph: Graph) -> array:
-    """Per predecessor edge (CSR order): 1 when the successor needs the predecessor *finished*.
-
-    Only edges out of a collective can carry just its issue
-    (:func:`commopt.sim.model.needs_finish`).
-    """
-    flags = _EDGE_FLAGS.get(graph)
-    if flags is not None:
-        return flags
-    ptr, idx = graph.pred_arrays()
-    flags = array("b", b"\x01" * len(idx))
-    for i in range(len(graph.nodes)):
-        for k in range(ptr[i], ptr[i + 1]):
-            if not needs_finish(graph, idx[k], i):
-                flags[k] = 0
-    _EDGE_FLAGS[graph] = flags
-    return flags
-
-
-def critical_path_us(graph: Graph, durations_us: Sequence[float]) -> float:
-    """Longest chain of durations through data and ordering edges, order-independent.
-
-    A collective's duration counts on the path to its waits, to nodes reading its value and to
-    the next collective of its group (which queues behind it); other ordering edges only
-    require it to have been *issued*, so they carry its start, not its end. Index order is a
-    topological order of the graph, so one forward sweep suffices. The last result per graph
-    is cached (passes simulate many orders with the same durations).
-    """
-    durations = list(durations_us)
-    cached = _LAST_CP.get(graph)
-    if cached is not None and cached[0] == durations:
-        return cached[1]
-    n = len(graph.nodes)
-    ptr, idx = graph.pred_arrays()
-    flags = _edge_carries_end(graph)
-    cp_start = [0.0] * n
-    cp_end = [0.0] * n
-    best = 0.0
-    for i in range(n):
-        s = 0.0
-        for k in range(ptr[i], ptr[i + 1]):
-            p = idx[k]
-            v = cp_end[p] if flags[k] else cp_start[p]
-            if v > s:
-                s = v
-        e = s + durations[i]
-        cp_start[i] = s
-        cp_end[i] = e
-        if e > best:
-            best = e
-    _LAST_CP[graph] = (durations, best)
-    return best

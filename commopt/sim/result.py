@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from commopt.sim.bounds import LowerBounds
+
 COMPUTE_LANE = "compute"
 
 
@@ -49,7 +51,9 @@ class SimResult:
     - ``makespan_us``: end of the last event on any lane;
     - ``exposed_comm_us``: total time the compute stream waited on communication;
     - ``overlap_ratio``: share of communication time hidden behind compute (1.0 when none);
-    - ``lower_bound_us``: max(total compute, busiest comm stream, critical path);
+    - ``lower_bound_us``: the best cheap lower bound on every valid order's makespan
+      (``lower_bounds``, :mod:`commopt.sim.bounds`): total compute, busiest comm stream,
+      critical path, and the compute and group streams with heads and tails;
     - ``peak_memory_bytes``: peak of live tensor bytes along the order (views allocate
       nothing; storage is freed after the last use of any of its aliases);
     - ``events``: every compute and communication span, for reports;
@@ -67,6 +71,7 @@ class SimResult:
     events: list[SimEvent] = field(default_factory=list)
     collectives: list[CollectiveTiming] = field(default_factory=list)
     memory_curve: list[tuple[float, int]] = field(default_factory=list)
+    lower_bounds: LowerBounds | None = None
 
     @property
     def total_comm_us(self) -> float:

@@ -206,3 +206,11 @@ def test_a_check_result_baseline_carries_the_identity_too(samples_dir, tmp_path)
     assert ok.exit_code == 0, ok.output
     other = _invoke("check", str(samples_dir / "ws2" / "moe.json"), "--baseline", str(saved))
     assert "another graph" in _error_line(other)
+
+
+def test_max_gap_to_optimal_gates_on_the_certificate(samples_dir):
+    graph = str(samples_dir / "ws8" / "mesh2d.json")
+    ok = _invoke("check", graph, "--max-gap-to-optimal", "10")
+    assert ok.exit_code == 0, ok.output
+    bad = _invoke("check", graph, "--max-gap-to-optimal", "0")
+    assert bad.exit_code == 1 and "of optimal" in bad.output

@@ -1,0 +1,294 @@
+"""Lower bounds on the makespan of every valid order of a graph (the certificate's cheap part).
+
+Each bound holds for any topological order the simulator (:mod:`commopt.sim.engine`) can
+replay, because it only uses facts every such replay obeys (:mod:`commopt.sim.model`):
+
+- the clock ``t`` of the compute stream when the order reaches a node is at least the end
+  of every compute-stream node before it (inputs, compute, waits, the output advance it;
+  collectives and views do not), and at least the clock of every other node before it;
+- a compute-stream node starts at ``max(t, its inputs' ends)`` and runs its duration; a
+  collective starts at ``max(t, its inputs' ends, its group's previous collective's end)``;
+  a view ends at ``max(t, its inputs' ends)``.
+
+From these, per node: heads (earliest clock, start and end: :func:`heads`) and tails (the
+least time that must pass after its clock or its end before the makespan: :func:`tails`).
+The bounds (:class:`LowerBounds`):
+
+- ``compute_us``: the compute stream's total work;
+- ``busiest_stream_us``: the busiest group's total communication;
+- ``critical_path_us``: the longest chain of heads (a collective's successors that need only
+  its issue follow its clock, not its start);
+- ``compute_heads_tails_us``: the compute stream as one machine with release times (heads)
+  and delivery times (tails), relaxed to preemption and solved exactly (Jackson's preemptive
+  schedule): it adds to the compute the communication no compute can hide at the start and
+  the end;
+- ``group_streams_us``: per group, its collectives queue on one stream in a fixed order; for
+  any run ``c_i..c_j`` of them, the makespan is at least the earliest start of ``c_i`` (its
+  head, or the compute of all its ancestors, which the compute stream runs before issuing
+  it), plus their durations, plus the tail of ``c_j`` (or the compute that cannot start
+  before ``c_j`` ends).
+"""
+
+from __future__ import annotations
+
+import heapq
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from commopt.ir.graph import Graph, NodeKind
+from commopt.sim.model import needs_finish
+
+#: Kinds whose node advances the compute stream's clock to its end.
+CLOCK_KINDS = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.COMPUTE, NodeKind.WAIT)
+
+
+@dataclass(frozen=True)
+class LowerBounds:
+    """Lower bounds on the makespan of every valid order (module docstring); ``value`` is
+    the best of them."""
+
+    compute_us: float
+    busiest_stream_us: float
+    critical_path_us: float
+    compute_heads_tails_us: float
+    group_streams_us: float
+
+    @property
+    def value(self) -> float:
+        """The best (largest) of the bounds."""
+        return max(self.compute_us, self.busiest_stream_us, self.critical_path_us,
+                   self.compute_heads_tails_us, self.group_streams_us)
+
+    def as_dict(self) -> dict[str, float]:
+        """Each bound by name (for summaries and reports)."""
+        return {"compute": self.compute_us, "busiest_stream": self.busiest_stream_us,
+                "critical_path": self.critical_path_us,
+                "compute_heads_tails": self.compute_heads_tails_us,
+                "group_streams": self.group_streams_us}
+
+
+@dataclass(frozen=True)
+class Heads:
+    """Per node, lower bounds on the clock when the order reaches it (``t``), its start and
+    its end, over every valid order."""
+
+    t: list[float]
+    start: list[float]
+    end: list[float]
+
+
+_LAST: weakref.WeakKeyDictionary[Graph, tuple[list[float], LowerBounds]] = weakref.WeakKeyDictionary()
+
+
+def lower_bounds(graph: Graph, durations: Sequence[float]) -> LowerBounds:
+    """Every cheap lower bound of ``graph`` with ``durations`` (step durations: 0 for inputs,
+    outputs and views). The last result per graph is cached (passes simulate many orders
+    with the same durations)."""
+    durations = list(durations)
+    cached = _LAST.get(graph)
+    if cached is not None and cached[0] == durations:
+        return cached[1]
+    nodes = graph.nodes
+    head = heads(graph, durations)
+    _, tail_end = tails(graph, durations)
+    streams: dict[str, float] = {}
+    for node in nodes:
+        if node.kind is NodeKind.COLLECTIVE:
+            g = _group(node)
+            streams[g] = streams.get(g, 0.0) + durations[node.index]
+    result = LowerBounds(
+        compute_us=sum(durations[n.index] for n in nodes if n.kind in CLOCK_KINDS),
+        busiest_stream_us=max(streams.values(), default=0.0),
+        critical_path_us=max(head.end, default=0.0),
+        compute_heads_tails_us=_compute_stream_bound(graph, durations, head, tail_end),
+        group_streams_us=_group_streams_bound(graph, durations, head, tail_end),
+    )
+    _LAST[graph] = (durations, result)
+    return result
+
+
+def critical_path_us(graph: Graph, durations_us: Sequence[float]) -> float:
+    """Longest chain of durations through data and ordering edges, order-independent
+    (the latest head end, :func:`heads`)."""
+    return lower_bounds(graph, durations_us).critical_path_us
+
+
+def _group(node) -> str:
+    return node.collective.group if node.collective is not None else "?"
+
+
+def _same_group(nodes, p: int, s: int) -> bool:
+    a, b = nodes[p], nodes[s]
+    return (a.kind is NodeKind.COLLECTIVE and b.kind is NodeKind.COLLECTIVE
+            and a.collective is not None and b.collective is not None
+            and a.collective.group == b.collective.group)
+
+
+def heads(graph: Graph, durations: Sequence[float]) -> Heads:
+    """Earliest clock, start and end of every node over all valid orders (module docstring).
+    Index order is topological, so one forward sweep suffices."""
+    nodes = graph.nodes
+    n = len(nodes)
+    ptr, idx = graph.pred_arrays()
+    t = [0.0] * n
+    start = [0.0] * n
+    end = [0.0] * n
+    for i in range(n):
+        node = nodes[i]
+        kind = node.kind
+        clock = 0.0
+        ready = 0.0
+        for k in range(ptr[i], ptr[i + 1]):
+            p = idx[k]
+            v = end[p] if nodes[p].kind in CLOCK_KINDS else t[p]
+            if v > clock:
+                clock = v
+        for p in node.inputs:
+            if end[p] > ready:
+                ready = end[p]
+        if kind is NodeKind.WAIT and node.wait_of is not None:
+            ready = max(ready, end[node.wait_of])
+        if kind is NodeKind.COLLECTIVE:
+            for k in range(ptr[i], ptr[i + 1]):
+                p = idx[k]
+                if end[p] > ready and _same_group(nodes, p, i):
+                    ready = end[p]
+        t[i] = clock
+        if kind is NodeKind.VIEW:
+            start[i] = clock
+            end[i] = max(clock, ready)
+        else:
+            start[i] = max(clock, ready)
+            end[i] = start[i] + durations[i]
+    return Heads(t, start, end)
+
+
+def tails(graph: Graph, durations: Sequence[float]) -> tuple[list[float], list[float]]:
+    """Per node, the least time between the clock reaching it and the makespan (``tail_t``),
+    and between its end and the makespan (``tail_end``), over all valid orders: the mirror
+    of :func:`heads`, one backward sweep."""
+    nodes = graph.nodes
+    n = len(nodes)
+    ptr, idx = graph.succ_arrays()
+    tail_t = [0.0] * n
+    tail_end = [0.0] * n
+    for p in range(n - 1, -1, -1):
+        advances = nodes[p].kind in CLOCK_KINDS
+        qt = qe = 0.0
+        for k in range(ptr[p], ptr[p + 1]):
+            s = idx[k]
+            # the clock at s follows p's end (p advances it) or p's clock
+            if advances:
+                qe = max(qe, tail_t[s])
+            else:
+                qt = max(qt, tail_t[s])
+            # s starts (a view: ends) after p's end when it reads p or queues behind it
+            if p in nodes[s].inputs or (nodes[s].kind is NodeKind.WAIT and nodes[s].wait_of == p) \
+                    or _same_group(nodes, p, s):
+                qe = max(qe, durations[s] + tail_end[s])
+        tail_end[p] = qe
+        tail_t[p] = max(qt, durations[p] + qe)
+    return tail_t, tail_end
+
+
+def _compute_stream_bound(graph: Graph, durations: Sequence[float], head: Heads,
+                          tail_end: Sequence[float]) -> float:
+    """Jackson's preemptive schedule of the compute stream's work: release at its earliest
+    start, delivery time its tail; the largest end + tail is optimal for the preemptive
+    one-machine relaxation, so no order does better."""
+    jobs = sorted((head.start[i], i) for i, node in enumerate(graph.nodes)
+                  if node.kind in CLOCK_KINDS and durations[i] > 0.0)
+    ready: list[tuple[float, int, float]] = []  # (-tail, index, remaining)
+    clock = 0.0
+    best = 0.0
+    k = 0
+    while k < len(jobs) or ready:
+        if not ready and clock < jobs[k][0]:
+            clock = jobs[k][0]
+        while k < len(jobs) and jobs[k][0] <= clock:
+            i = jobs[k][1]
+            heapq.heappush(ready, (-tail_end[i], i, durations[i]))
+            k += 1
+        neg_tail, i, left = heapq.heappop(ready)
+        until = jobs[k][0] if k < len(jobs) else float("inf")
+        if clock + left <= until:
+            clock += left
+            best = max(best, clock - neg_tail)
+        else:  # preempted by the next release; it goes back with what is left
+            heapq.heappush(ready, (neg_tail, i, left - (until - clock)))
+            clock = until
+    return best
+
+
+def _group_streams_bound(graph: Graph, durations: Sequence[float], head: Heads,
+                         tail_end: Sequence[float]) -> float:
+    """Per group, the best run of consecutive collectives: earliest start of its first,
+    their durations, the least time after its last (module docstring)."""
+    by_group: dict[str, list[int]] = {}
+    for c in graph.collectives():
+        by_group.setdefault(_group(graph.nodes[c]), []).append(c)
+    best = 0.0
+    for chain in by_group.values():
+        before = _compute_before(graph, durations, chain)
+        after = _compute_after(graph, durations, chain)
+        run = 0.0
+        for j, c in enumerate(chain):
+            earliest = max(head.start[c], before[j])
+            run = max(run, earliest) + durations[c]
+            best = max(best, run + max(tail_end[c], after[j]))
+    return best
+
+
+def _compute_before(graph: Graph, durations: Sequence[float], chain: list[int]) -> list[float]:
+    """Per collective of ``chain`` (one group, in order): the compute-stream work of all its
+    ancestors, which every order runs before issuing it. Ancestor sets grow along the chain,
+    so one backward search serves the whole chain."""
+    nodes = graph.nodes
+    seen = bytearray(len(nodes))
+    total = 0.0
+    out = []
+    for c in chain:
+        stack = [c]
+        while stack:
+            i = stack.pop()
+            for p in graph.preds(i):
+                if not seen[p]:
+                    seen[p] = 1
+                    if nodes[p].kind in CLOCK_KINDS:
+                        total += durations[p]
+                    stack.append(p)
+        out.append(total)
+    return out
+
+
+_NONE, _WEAK, _STRONG = 0, 1, 2
+
+
+def _compute_after(graph: Graph, durations: Sequence[float], chain: list[int]) -> list[float]:
+    """Per collective ``c`` of ``chain``: the compute-stream work that cannot start before
+    ``c`` ends. A node is *weak* when its start (a view: its end) follows ``c``'s end, *strong*
+    when the clock reaching it does; a strong node or a compute-stream member makes every
+    successor strong, a weak collective or view makes only the successors that need it
+    finished weak. The sets shrink along the chain (the next collective of the group starts
+    after ``c`` ends), so one forward search, run from the chain's end, serves it all."""
+    nodes = graph.nodes
+    status = bytearray(len(nodes))
+    total = 0.0
+    out = [0.0] * len(chain)
+    for j in range(len(chain) - 1, -1, -1):
+        c = chain[j]
+        stack: list[tuple[int, int]] = [(s, _WEAK) for s in graph.succs(c) if needs_finish(graph, c, s)]
+        while stack:
+            i, level = stack.pop()
+            if status[i] >= level:
+                continue
+            if status[i] == _NONE and nodes[i].kind in CLOCK_KINDS:
+                total += durations[i]
+            status[i] = level
+            if level == _STRONG or nodes[i].kind in CLOCK_KINDS:
+                stack.extend((s, _STRONG) for s in graph.succs(i))
+            else:
+                stack.extend((s, _WEAK) for s in graph.succs(i) if needs_finish(graph, i, s))
+        out[j] = total
+    return out
