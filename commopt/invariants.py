@@ -149,7 +149,9 @@ def _result_sources(graph: Graph) -> tuple[list[int], list[int]]:
 def wait_before_use_edges(graph: Graph) -> list[tuple[int, int]]:
     """(wait, user) pairs invariant 4 orders beyond the graph's edges: a node that reads a
     collective's result through views of the collective itself (not of a wait) comes after
-    every wait of that collective. A scheduler that places nodes itself adds these."""
+    every wait of that collective. A scheduler that places nodes itself adds these. Loaders
+    refuse such reads (:mod:`commopt.ir.validate`), so this is empty for loaded graphs and
+    guards graphs built in code without validation."""
     nodes = graph.nodes
     src, via = _result_sources(graph)
     out = []

@@ -92,14 +92,10 @@ def lower_bounds(graph: Graph, durations: Sequence[float]) -> LowerBounds:
     nodes = graph.nodes
     head = heads(graph, durations)
     _, tail_end = tails(graph, durations)
-    streams: dict[str, float] = {}
-    for node in nodes:
-        if node.kind is NodeKind.COLLECTIVE:
-            g = _group(node)
-            streams[g] = streams.get(g, 0.0) + durations[node.index]
+    streams = [sum(durations[c] for c in chain) for chain in _structure(graph).chains]
     result = LowerBounds(
         compute_us=sum(durations[n.index] for n in nodes if n.kind in CLOCK_KINDS),
-        busiest_stream_us=max(streams.values(), default=0.0),
+        busiest_stream_us=max(streams, default=0.0),
         critical_path_us=max(head.end, default=0.0),
         compute_heads_tails_us=_compute_stream_bound(graph, durations, head, tail_end),
         group_streams_us=_group_streams_bound(graph, durations, head, tail_end),
@@ -118,49 +114,85 @@ def _group(node) -> str:
     return node.collective.group if node.collective is not None else "?"
 
 
-def _same_group(nodes, p: int, s: int) -> bool:
-    a, b = nodes[p], nodes[s]
-    return (a.kind is NodeKind.COLLECTIVE and b.kind is NodeKind.COLLECTIVE
-            and a.collective is not None and b.collective is not None
-            and a.collective.group == b.collective.group)
+@dataclass(frozen=True, eq=False)
+class _Structure:
+    """Order- and duration-independent facts the bounds sweep, computed once per graph:
+    which nodes advance the clock, which are collectives, the CSR edge arrays with a flag
+    per edge (the successor needs the predecessor finished:
+    :func:`commopt.sim.model.needs_finish`), and each group's collectives in order."""
+
+    advances: bytearray
+    is_coll: bytearray
+    is_view: bytearray
+    pred_ptr: object
+    pred_idx: object
+    pred_finish: bytearray
+    succ_ptr: object
+    succ_idx: object
+    succ_finish: bytearray
+    chains: list[list[int]]
+
+
+_STRUCTURE: weakref.WeakKeyDictionary[Graph, _Structure] = weakref.WeakKeyDictionary()
+
+
+def _structure(graph: Graph) -> _Structure:
+    cached = _STRUCTURE.get(graph)
+    if cached is not None:
+        return cached
+    nodes = graph.nodes
+    n = len(nodes)
+    advances = bytearray(1 if node.kind in CLOCK_KINDS else 0 for node in nodes)
+    is_coll = bytearray(1 if node.kind is NodeKind.COLLECTIVE else 0 for node in nodes)
+    is_view = bytearray(1 if node.kind is NodeKind.VIEW else 0 for node in nodes)
+    pred_ptr, pred_idx = graph.pred_arrays()
+    succ_ptr, succ_idx = graph.succ_arrays()
+    pred_finish = bytearray(len(pred_idx))
+    succ_finish = bytearray(len(succ_idx))
+    for i in range(n):
+        for k in range(pred_ptr[i], pred_ptr[i + 1]):
+            p = pred_idx[k]
+            pred_finish[k] = 1 if not is_coll[p] or needs_finish(graph, p, i) else 0
+        for k in range(succ_ptr[i], succ_ptr[i + 1]):
+            s = succ_idx[k]
+            succ_finish[k] = 1 if not is_coll[i] or needs_finish(graph, i, s) else 0
+    by_group: dict[str, list[int]] = {}
+    for c in graph.collectives():
+        by_group.setdefault(_group(nodes[c]), []).append(c)
+    made = _Structure(advances, is_coll, is_view, pred_ptr, pred_idx, pred_finish, succ_ptr,
+                      succ_idx, succ_finish, list(by_group.values()))
+    _STRUCTURE[graph] = made
+    return made
 
 
 def heads(graph: Graph, durations: Sequence[float]) -> Heads:
     """Earliest clock, start and end of every node over all valid orders (module docstring).
     Index order is topological, so one forward sweep suffices."""
-    nodes = graph.nodes
-    n = len(nodes)
-    ptr, idx = graph.pred_arrays()
+    st = _structure(graph)
+    n = len(graph.nodes)
+    ptr, idx, finish, advances, is_view = st.pred_ptr, st.pred_idx, st.pred_finish, st.advances, st.is_view
     t = [0.0] * n
     start = [0.0] * n
     end = [0.0] * n
     for i in range(n):
-        node = nodes[i]
-        kind = node.kind
         clock = 0.0
         ready = 0.0
         for k in range(ptr[i], ptr[i + 1]):
             p = idx[k]
-            v = end[p] if nodes[p].kind in CLOCK_KINDS else t[p]
+            e = end[p]
+            v = e if advances[p] else t[p]
             if v > clock:
                 clock = v
-        for p in node.inputs:
-            if end[p] > ready:
-                ready = end[p]
-        if kind is NodeKind.WAIT and node.wait_of is not None:
-            ready = max(ready, end[node.wait_of])
-        if kind is NodeKind.COLLECTIVE:
-            for k in range(ptr[i], ptr[i + 1]):
-                p = idx[k]
-                if end[p] > ready and _same_group(nodes, p, i):
-                    ready = end[p]
+            if finish[k] and e > ready:  # reads it, waits for it or queues behind it
+                ready = e
         t[i] = clock
-        if kind is NodeKind.VIEW:
+        if is_view[i]:
             start[i] = clock
-            end[i] = max(clock, ready)
+            end[i] = ready if ready > clock else clock
         else:
-            start[i] = max(clock, ready)
-            end[i] = start[i] + durations[i]
+            s = ready if ready > clock else clock
+            start[i] = s
+            end[i] = s + durations[i]
     return Heads(t, start, end)
 
 
@@ -168,27 +200,29 @@ def tails(graph: Graph, durations: Sequence[float]) -> tuple[list[float], list[f
     """Per node, the least time between the clock reaching it and the makespan (``tail_t``),
     and between its end and the makespan (``tail_end``), over all valid orders: the mirror
     of :func:`heads`, one backward sweep."""
-    nodes = graph.nodes
-    n = len(nodes)
-    ptr, idx = graph.succ_arrays()
+    st = _structure(graph)
+    n = len(graph.nodes)
+    ptr, idx, finish, advances = st.succ_ptr, st.succ_idx, st.succ_finish, st.advances
     tail_t = [0.0] * n
     tail_end = [0.0] * n
     for p in range(n - 1, -1, -1):
-        advances = nodes[p].kind in CLOCK_KINDS
+        adv = advances[p]
         qt = qe = 0.0
         for k in range(ptr[p], ptr[p + 1]):
             s = idx[k]
-            # the clock at s follows p's end (p advances it) or p's clock
-            if advances:
-                qe = max(qe, tail_t[s])
-            else:
-                qt = max(qt, tail_t[s])
-            # s starts (a view: ends) after p's end when it reads p or queues behind it
-            if p in nodes[s].inputs or (nodes[s].kind is NodeKind.WAIT and nodes[s].wait_of == p) \
-                    or _same_group(nodes, p, s):
-                qe = max(qe, durations[s] + tail_end[s])
+            v = tail_t[s]  # the clock at s follows p's end (p advances it) or p's clock
+            if adv:
+                if v > qe:
+                    qe = v
+            elif v > qt:
+                qt = v
+            if finish[k]:  # s starts (a view: ends) after p's end
+                v = durations[s] + tail_end[s]
+                if v > qe:
+                    qe = v
         tail_end[p] = qe
-        tail_t[p] = max(qt, durations[p] + qe)
+        v = durations[p] + qe
+        tail_t[p] = v if v > qt else qt
     return tail_t, tail_end
 
 
@@ -225,13 +259,11 @@ def _group_streams_bound(graph: Graph, durations: Sequence[float], head: Heads,
                          tail_end: Sequence[float]) -> float:
     """Per group, the best run of consecutive collectives: earliest start of its first,
     their durations, the least time after its last (module docstring)."""
-    by_group: dict[str, list[int]] = {}
-    for c in graph.collectives():
-        by_group.setdefault(_group(graph.nodes[c]), []).append(c)
+    st = _structure(graph)
     best = 0.0
-    for chain in by_group.values():
-        before = _compute_before(graph, durations, chain)
-        after = _compute_after(graph, durations, chain)
+    for chain in st.chains:
+        before = _compute_before(st, durations, chain)
+        after = _compute_after(st, durations, chain)
         run = 0.0
         for j, c in enumerate(chain):
             earliest = max(head.start[c], before[j])
@@ -240,24 +272,24 @@ def _group_streams_bound(graph: Graph, durations: Sequence[float], head: Heads,
     return best
 
 
-def _compute_before(graph: Graph, durations: Sequence[float], chain: list[int]) -> list[float]:
+def _compute_before(st: _Structure, durations: Sequence[float], chain: list[int]) -> list[float]:
     """Per collective of ``chain`` (one group, in order): the compute-stream work of all its
     ancestors, which every order runs before issuing it. Ancestor sets grow along the chain,
     so one backward search serves the whole chain."""
-    nodes = graph.nodes
-    seen = bytearray(len(nodes))
+    ptr, idx, advances = st.pred_ptr, st.pred_idx, st.advances
+    seen = bytearray(len(advances))
     total = 0.0
     out = []
     for c in chain:
-        stack = [c]
+        stack = list(idx[ptr[c]:ptr[c + 1]])
         while stack:
-            i = stack.pop()
-            for p in graph.preds(i):
-                if not seen[p]:
-                    seen[p] = 1
-                    if nodes[p].kind in CLOCK_KINDS:
-                        total += durations[p]
-                    stack.append(p)
+            p = stack.pop()
+            if seen[p]:
+                continue
+            seen[p] = 1
+            if advances[p]:
+                total += durations[p]
+            stack.extend(idx[ptr[p]:ptr[p + 1]])
         out.append(total)
     return out
 
@@ -265,30 +297,39 @@ def _compute_before(graph: Graph, durations: Sequence[float], chain: list[int]) 
 _NONE, _WEAK, _STRONG = 0, 1, 2
 
 
-def _compute_after(graph: Graph, durations: Sequence[float], chain: list[int]) -> list[float]:
+def _compute_after(st: _Structure, durations: Sequence[float], chain: list[int]) -> list[float]:
     """Per collective ``c`` of ``chain``: the compute-stream work that cannot start before
     ``c`` ends. A node is *weak* when its start (a view: its end) follows ``c``'s end, *strong*
     when the clock reaching it does; a strong node or a compute-stream member makes every
     successor strong, a weak collective or view makes only the successors that need it
     finished weak. The sets shrink along the chain (the next collective of the group starts
     after ``c`` ends), so one forward search, run from the chain's end, serves it all."""
-    nodes = graph.nodes
-    status = bytearray(len(nodes))
+    ptr, idx, finish, advances = st.succ_ptr, st.succ_idx, st.succ_finish, st.advances
+    status = bytearray(len(advances))
     total = 0.0
     out = [0.0] * len(chain)
     for j in range(len(chain) - 1, -1, -1):
         c = chain[j]
-        stack: list[tuple[int, int]] = [(s, _WEAK) for s in graph.succs(c) if needs_finish(graph, c, s)]
-        while stack:
-            i, level = stack.pop()
-            if status[i] >= level:
+        weak = [idx[k] for k in range(ptr[c], ptr[c + 1]) if finish[k]]
+        strong: list[int] = []
+        while weak or strong:
+            if strong:
+                i = strong.pop()
+                if status[i] == _STRONG:
+                    continue
+                if status[i] == _NONE and advances[i]:
+                    total += durations[i]
+                status[i] = _STRONG
+                strong.extend(idx[ptr[i]:ptr[i + 1]])
                 continue
-            if status[i] == _NONE and nodes[i].kind in CLOCK_KINDS:
+            i = weak.pop()
+            if status[i] != _NONE:
+                continue
+            status[i] = _WEAK
+            if advances[i]:  # a compute-stream member: everything after it is strong
                 total += durations[i]
-            status[i] = level
-            if level == _STRONG or nodes[i].kind in CLOCK_KINDS:
-                stack.extend((s, _STRONG) for s in graph.succs(i))
+                strong.extend(idx[ptr[i]:ptr[i + 1]])
             else:
-                stack.extend((s, _WEAK) for s in graph.succs(i) if needs_finish(graph, i, s))
+                weak.extend([idx[k] for k in range(ptr[i], ptr[i + 1]) if finish[k]])
         out[j] = total
     return out
