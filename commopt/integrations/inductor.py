@@ -93,7 +93,8 @@ class CommoptInductorPass(_PassBase):
                                   allow_cross_group_reorder=self.allow_cross_group_reorder,
                                   memory_accounting="live-tensors", timings=False)
         fx_nodes = list(graph.nodes)
-        moved = [fx_nodes[i] for i in result.order if fx_nodes[i].op not in ("placeholder", "output")]
+        moved = [fx_nodes[i] for i in result.order
+                 if fx_nodes[i].op not in ("placeholder", "get_attr", "output")]
         apply_order(graph, moved)
         s = result.summary
         self.records.append(CompiledGraphOrder(

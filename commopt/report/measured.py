@@ -28,8 +28,8 @@ def build_measured(report: OverlapReport, graph: Graph,
     if devices == ["cpu"]:
         notes.append("CPU traces (gloo): communication is gloo's worker-thread time, compute the "
                      "aten ops of the issuing thread; the simulated numbers use the estimator's "
-                     "machine, so compare their ratio, not their microseconds, unless the "
-                     "profile was calibrated on these traces")
+                     "machine and gloo spans include waiting for the slower peer, so compare the "
+                     "exposed shares rather than the microseconds")
     return MeasuredOverlap(
         graph=report.graph, estimator=report.estimator,
         simulated_comm_us=report.before.total_comm_us,
