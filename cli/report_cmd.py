@@ -43,6 +43,11 @@ _file = click.Path(dir_okay=False, path_type=str)
               help="Explain this many of the most exposed collectives.")
 @click.option("--timeline-rows", type=click.IntRange(0), default=40, show_default=True,
               help="Rows of the terminal timeline (0: all).")
+@click.option("--measured", "measured", multiple=True,
+              type=click.Path(exists=False, dir_okay=True, path_type=str), metavar="TRACES",
+              help="Profiler traces of the same step (files, or a directory of one per rank as "
+                   "the runner's --profile DIR writes): measured exposed communication per rank "
+                   "beside the simulated. Repeatable.")
 @group_options
 @format_option
 @pass_app
@@ -50,7 +55,7 @@ def report_cmd(app: App, graph: str, reordered: str | None, html_path: str | Non
                trace_path: str | None, markdown_path: str | None, estimator: str | None,
                hardware: str | None, gpus_per_node: int | None, profile: str | None,
                table: str | None, max_memory_increase: float | None, top: int,
-               timeline_rows: int, groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str) -> None:
+               timeline_rows: int, measured: tuple[str, ...], groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str) -> None:
     """Show how much communication GRAPH hides, before and after a reorder."""
     from commopt.estimators import EstimatorOptions
     from commopt.outputs import estimator_inputs
@@ -86,10 +91,18 @@ def report_cmd(app: App, graph: str, reordered: str | None, html_path: str | Non
         atomic.write_text(markdown_path, markdown)
         written.append(markdown_path)
     summary = append_step_summary(markdown)
+    m = None
+    if measured:
+        from commopt.report.measured import build_measured, render_measured_text
+
+        m = build_measured(report, r if r is not None else g, measured)
     if fmt == "json":
-        emit_json(app, report)
+        emit_json(app, report if m is None else {**report.model_dump(mode="json"),
+                                                 "measured": m.model_dump(mode="json")})
     else:
         render_text(report, app.out, timeline_rows=timeline_rows)
+        if m is not None:
+            render_measured_text(m, app.out)
     for path in written:
         app.info(f"wrote {path}")
     if summary is not None:

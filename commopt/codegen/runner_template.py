@@ -434,7 +434,7 @@ def profile_iterations(rt, inputs, args) -> None:
     activities = [ProfilerActivity.CPU]
     if rt.device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
-    with profile(activities=activities) as prof:
+    with profile(activities=activities, record_shapes=True) as prof:  # commopt calibrate matches shapes
         for _ in range(max(1, min(args.iters, 5))):
             run_optimized(rt, inputs)
         if rt.device.type == "cuda":

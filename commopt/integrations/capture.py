@@ -90,7 +90,8 @@ def capture(step_fn: Callable[..., Any], *example_args: Any, mesh: Any = None,
     of the DTensor arguments, when they share one) names their mesh dimensions. Call it after
     ``init_process_group`` -- a real backend or :func:`fake_world`.
     Raises :class:`~commopt.errors.OptionError` when there is no process group or nothing to
-    trace.
+    trace, and a one-line :class:`~commopt.errors.CommoptError` when the step cannot be traced
+    (e.g. FSDP2's ``fully_shard`` hooks, which read tensor memory directly).
     """
     import torch
     import torch.utils._pytree as pytree

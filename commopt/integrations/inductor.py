@@ -16,7 +16,8 @@ Inductor then keeps that order -- its stable topological sort does not move a no
 inputs come first -- unless one of its scheduler passes reorders again: the peak-memory
 reorder (``reorder_for_peak_memory``, on by default) and the compute/comm overlap reorder
 (``reorder_for_compute_comm_overlap``) both work on the scheduler's node list and would undo
-commopt's placement. :meth:`CommoptInductorPass.inductor_config` turns both off (commopt's
+commopt's placement, and the post-grad overlap scheduler
+(``aten_distributed_optimizations.enable_overlap_scheduling``) runs after custom passes. :meth:`CommoptInductorPass.inductor_config` turns both off (commopt's
 own memory budget stands in for the first). Fusion still merges neighbouring pointwise
 kernels; :func:`emitted_events` reads the generated code back so a test (or a user) can
 check that each collective is issued and waited where commopt placed it.
@@ -93,7 +94,8 @@ class CommoptInductorPass(_PassBase):
                                   allow_cross_group_reorder=self.allow_cross_group_reorder,
                                   memory_accounting="live-tensors", timings=False)
         fx_nodes = list(graph.nodes)
-        moved = [fx_nodes[i] for i in result.order if fx_nodes[i].op not in ("placeholder", "output")]
+        moved = [fx_nodes[i] for i in result.order
+                 if fx_nodes[i].op not in ("placeholder", "get_attr", "output")]
         apply_order(graph, moved)
         s = result.summary
         self.records.append(CompiledGraphOrder(
@@ -107,10 +109,13 @@ class CommoptInductorPass(_PassBase):
 
     def inductor_config(self) -> dict[str, Any]:
         """The ``torch._inductor.config`` settings that apply this pass and keep its order:
-        the pass itself, Inductor's own scheduler reorders off, no FX graph cache."""
+        the pass itself, Inductor's own reorders off (its scheduler's peak-memory and
+        comm-overlap reorders, and the post-grad overlap scheduler that runs after custom
+        passes), no FX graph cache."""
         return {"post_grad_custom_post_pass": self,
                 "reorder_for_peak_memory": False,
                 "reorder_for_compute_comm_overlap": False,
+                "aten_distributed_optimizations.enable_overlap_scheduling": False,
                 "fx_graph_cache": False}
 
 

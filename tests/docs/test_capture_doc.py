@@ -51,3 +51,4 @@ def test_capture_doc_runs_as_written(repo_root, tmp_path):
         assert proc.returncode == 0, f"docs/capture.md command failed: {command}\n{proc.stdout}\n{proc.stderr}"
     assert (tmp_path / "tp_step.pt2").is_file()
     assert (tmp_path / "out" / "fsdp_step.pt2").is_file()
+    assert sorted(p.name for p in (tmp_path / "prof").iterdir()) == ["trace_rank0.json", "trace_rank1.json"]

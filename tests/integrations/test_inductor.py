@@ -79,3 +79,37 @@ def test_order_events_of_an_fx_graph_match_its_own_code_projection():
             "    extern_kernels.mm(arg1_1, arg1_1, out=buf2)\n"
             "    torch.ops._c10d_functional.wait_tensor.default(buf1)\n")
     assert emitted_events(code) == ("issue all_reduce", "mm", "wait 0")
+
+
+def test_the_pass_reorders_a_post_grad_graph_in_place_with_the_live_groups():
+    # what Inductor hands the pass: a functional graph whose wait comes right after its
+    # collective; commopt moves independent matmuls between them
+    import torch
+
+    import commopt
+    from commopt.integrations.inductor import CommoptInductorPass
+
+    c10d, aten = torch.ops._c10d_functional, torch.ops.aten
+    g = torch.fx.Graph()
+    x, w = g.placeholder("x"), g.placeholder("w")
+    for n in (x, w):
+        n.meta["val"] = torch.empty(256, 256)
+    ar = g.call_function(c10d.all_reduce.default, (x, "sum", "0"))
+    wait = g.call_function(c10d.wait_tensor.default, (ar,))
+    mms = [g.call_function(aten.mm.default, (w, w)) for _ in range(3)]
+    out = g.call_function(aten.add.Tensor, (wait, mms[-1]))
+    for n in (ar, wait, *mms, out):
+        n.meta["val"] = torch.empty(256, 256)
+    g.output((out, *mms[:2]))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    opt = CommoptInductorPass()
+    with commopt.fake_world(2):
+        opt(gm.graph)
+    order = list(gm.graph.nodes)
+    assert order.index(wait) > order.index(ar) + 1  # a matmul now runs between issue and wait
+    assert any(order.index(ar) < order.index(mm) < order.index(wait) for mm in mms)
+    assert order_events([n for n in gm.graph.nodes]) == opt.records[0].events
+    (r,) = opt.records
+    assert r.collectives == 1 and r.exposed_after_us < r.exposed_before_us
+    cfg = opt.inductor_config()
+    assert cfg["post_grad_custom_post_pass"] is opt and cfg["reorder_for_peak_memory"] is False
