@@ -357,7 +357,7 @@ def test_reading_a_collective_before_its_wait(tmp_path, capsys, direct):
 
 @pytest.mark.parametrize("command", [
     ["inspect"], ["estimate"], ["plan"], ["report"], ["check"], ["codegen", "-o", "OUT/run.py"],
-    ["optimize", "-o", "OUT"],
+    ["optimize", "-o", "OUT", "--force"],  # the folder holds a file commopt did not write
 ])
 def test_every_command_rejects_what_the_loader_rejects(tmp_path, capsys, command):
     """One validation at load: codegen rejected a negative shape that optimize took (exit 0)."""
