@@ -37,6 +37,11 @@ from commopt.cli.progress import stage_progress
 @align_option
 @click.option("--comm-buffers", default=None, metavar="all|TYPE,...",
               help="Collective types whose buffers are planned [default: all].")
+@click.option("--assume", "assume", multiple=True, metavar="SYMBOL=N",
+              help="Value to assume for a data-dependent size (an unbacked symbol such as u2: "
+                   "all_to_all splits read back with .tolist()); '*=N' sets every one not named. "
+                   "Repeatable [default: even all_to_all splits, else the largest value the "
+                   "program allows].")
 @click.option("--no-timings", is_flag=True,
               help="Leave wall times out of summary.json so re-runs are byte-identical.")
 @estimator_options
@@ -45,7 +50,8 @@ from commopt.cli.progress import stage_progress
 @pass_app
 def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
                  max_memory_increase: float | None, memory_accounting: str | None,
-                 allow_cross_group_reorder: bool | None, align: int | None, comm_buffers: str | None, no_timings: bool,
+                 allow_cross_group_reorder: bool | None, align: int | None, comm_buffers: str | None,
+                 assume: tuple[str, ...], no_timings: bool,
                  groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str, **estimator_values) -> None:
     """Reorder GRAPH so communication overlaps with compute and write, into OUTPUT: the
     reordered graph (same format), buffer_plan.json, run_NAME.py, report.html, trace.json,
@@ -73,6 +79,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             align=cfg.get("align"),
             comm_buffers=cfg.get("comm_buffers"),
             memory_accounting=memory_accounting or "footprint",
+            assume=list(assume),
             timings=not no_timings,
             progress=progress,
         )
@@ -113,8 +120,9 @@ def _print_text(app: App, s) -> None:
     b, a = s.before, s.after
     out.print(f"makespan {b.makespan_us:,.1f} -> {a.makespan_us:,.1f} us "
               f"(lower bound {s.lower_bound_us:,.1f}, ratio {s.makespan_over_lower_bound:.3f})")
+    assumed = " (on assumed data-dependent sizes: see below)" if s.data_dependent else ""
     out.print(f"exposed communication {b.exposed_comm_us:,.1f} -> {a.exposed_comm_us:,.1f} us; "
-              f"overlap {b.overlap_ratio:.1%} -> {a.overlap_ratio:.1%}")
+              f"overlap {b.overlap_ratio:.1%} -> {a.overlap_ratio:.1%}{assumed}")
     out.print(f"peak live tensors {b.peak_memory_bytes / 2**20:,.1f} -> {a.peak_memory_bytes / 2**20:,.1f} MiB "
               f"(budget {s.memory_budget_bytes / 2**20 if s.memory_budget_bytes else 0:,.1f} MiB)")
     if s.footprint is not None:
@@ -128,5 +136,24 @@ def _print_text(app: App, s) -> None:
         out.print(f"comm buffer arenas {bp.arena_bytes / 2**20:,.2f} MiB (lower bound "
                   f"{bp.lower_bound_bytes / 2**20:,.2f}, one per call site {bp.per_call_site_bytes / 2**20:,.2f}; "
                   f"original order {bp.original_arena_bytes / 2**20:,.2f})")
+    if s.data_dependent is not None:
+        _print_data_dependent(out, s.data_dependent)
     if s.optimizer_seconds is not None:
         app.info(f"optimized in {s.optimizer_seconds:.2f} s")
+
+
+def _print_data_dependent(out, entry) -> None:
+    """The assumed sizes and the result at each scale of them."""
+    from rich.table import Table
+
+    from commopt.report.text import print_table
+
+    t = Table(title="data-dependent sizes: the result at multiples of the assumed values "
+                    "(simulated, us; orders not re-optimized)", title_justify="left")
+    for col in ("sizes", "makespan before", "after", "exposed after", "overlap after"):
+        t.add_column(col, justify="left" if col == "sizes" else "right")
+    for sc in entry.scenarios:
+        t.add_row(f"{sc.scale:g}x" + (" (assumed)" if sc.scale == 1.0 else ""),
+                  f"{sc.before.makespan_us:,.1f}", f"{sc.after.makespan_us:,.1f}",
+                  f"{sc.after.exposed_comm_us:,.1f}", f"{sc.after.overlap_ratio:.1%}")
+    print_table(out, t)

@@ -82,6 +82,7 @@ def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPU
             estimator_name=result.estimator,
             before_sim=result.pipeline.initial, after_sim=result.pipeline.final,
             memory_budget_bytes=result.summary.memory_budget_bytes, notes=result.summary.notes,
+            data_dependent=result.summary.data_dependent,
         )
     files = [result.summary.output, PLAN_FILE, *([runner_name] if runner_name else []),
              REPORT_HTML, TRACE_FILE, SUMMARY_FILE]

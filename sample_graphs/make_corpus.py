@@ -329,8 +329,8 @@ def _build_dropless_moe(world: int):
     import torch.distributed._functional_collectives as fc
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor
-    from torch.fx.experimental.symbolic_shapes import guard_or_false
     from torch.func import functional_call
+    from torch.fx.experimental.symbolic_shapes import guard_or_false
 
     try:
         from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM

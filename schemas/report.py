@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from commopt.schemas.summary import DataDependentSizes
+
 FORMAT_NAME = "commopt-report"
 FORMAT_VERSION = 1
 
@@ -170,6 +172,10 @@ class OverlapReport(_Model):
                     "when the simulator points to nothing",
     )
     notes: list[str] = Field(default_factory=list)
+    data_dependent: DataDependentSizes | None = Field(
+        None, description="sizes the program computes when it runs: the values every number "
+                          "above assumed, and the result at multiples of them; null when every "
+                          "size is static")
 
     @property
     def final(self) -> ScheduleReport:

@@ -18,7 +18,7 @@ import operator
 import os
 import warnings
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,12 @@ from commopt.io.unbacked import SizeResolver, resolve_sizes
 from commopt.ir.args import Symbol
 from commopt.ir.graph import CollectiveInfo, Graph, Node, NodeKind, ProcessGroup, Ref, TensorMeta
 from commopt.ir.schedule import Schedule
-from commopt.ir.sizes import DATA_DEPENDENT_KEY, SYMBOLIC_SHAPES_ATTR
+from commopt.ir.sizes import (
+    DATA_DEPENDENT_KEY,
+    SYMBOLIC_SHAPES_ATTR,
+    data_dependent_sizes,
+    describe_assumptions,
+)
 
 _MODEL = "model"
 
@@ -165,12 +170,14 @@ def zlib_error() -> type[Exception]:
 
 # --------------------------------------------------------------------------- loading
 def load_pt2(path: str | os.PathLike[str], groups: str | os.PathLike[str] | None = None,
-             mesh: str | dict[str, int] | None = None, world_size: int | None = None) -> Graph:
+             mesh: str | dict[str, int] | None = None, world_size: int | None = None,
+             assume: dict[str, int] | None = None) -> Graph:
     """Load a torch.export archive into a :class:`Graph` (``graph.payload``: the ExportedProgram).
 
     Process-group ranks come from the archive's record, a ``<file>.groups.json`` sidecar,
     ``groups`` (a groups file), ``mesh`` and ``world_size`` (group ``"0"`` is the world), in
-    that order of precedence (later wins); see :mod:`commopt.io.groups`.
+    that order of precedence (later wins); see :mod:`commopt.io.groups`. ``assume``: values
+    for data-dependent sizes (:func:`graph_from_torch`).
     """
     from commopt.io import check_input_path
 
@@ -196,7 +203,7 @@ def load_pt2(path: str | os.PathLike[str], groups: str | os.PathLike[str] | None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise GraphError(f"torch.export.load failed: {first[:200]}", file=str(p)) from None
     return graph_from_torch(ep, groups=None, mesh=mesh, world_size=world_size, file=str(p),
-                            name=p.stem, records=records)
+                            name=p.stem, records=records, assume=assume)
 
 
 def graph_from_torch(obj: Any, groups: str | os.PathLike[str] | GroupsDocument | None = None,
@@ -251,6 +258,25 @@ def with_assumed_sizes(graph: Graph, assume: dict[str, int]) -> Graph:
                       meta=meta)
     out.payload = graph.payload
     return out
+
+
+def apply_assumptions(graph: Graph, assume: Mapping[str, int]) -> Graph:
+    """``graph`` with ``assume`` (``{symbol: value}``, ``"*"``: every symbol not named) for
+    its data-dependent sizes; ``graph`` itself when ``assume`` is empty. Only a graph that
+    carries its program (loaded from ``.pt2`` or in memory) can be re-sized: a JSON file holds
+    numbers."""
+    if not assume:
+        return graph
+    known = data_dependent_sizes(graph)
+    if not known:
+        raise OptionError("--assume: the graph has no data-dependent sizes (every size is static)",
+                          file=graph.source_path, field="--assume")
+    if graph.source_format != "pt2" or graph.payload is None:
+        raise OptionError(f"--assume needs the program to re-size: this file fixed its "
+                          f"data-dependent sizes when it was written ({describe_assumptions(known)}); "
+                          "assume them on the .pt2 it came from", file=graph.source_path,
+                          field="--assume")
+    return with_assumed_sizes(graph, dict(assume))
 
 
 def _fx_parts(obj: Any) -> tuple[Any, dict[str, tuple[str, Any]], list[tuple[str, Any]], dict | None]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from commopt.errors import GraphError
+from commopt.errors import GraphError, OptionError
 from commopt.io.classify import classify
 from commopt.ir.sizes import EVERY_SYMBOL, DataDependentSize
 
@@ -86,11 +86,14 @@ def resolve_sizes(fx_graph: Any, range_constraints: dict | None, assume: dict[st
             if found[s] is not fx or not _is_scalar(fx):
                 sized[s] = sized.get(s, 0) + 1
     names = {str(s): s for s in found}
+    if assume and not found:
+        raise OptionError("--assume: the graph has no data-dependent sizes (every size is static)",
+                          file=file, field="--assume")
     unknown = sorted(k for k in assume if k != EVERY_SYMBOL and k not in names)
     if unknown:
-        have = ", ".join(sorted(names, key=_symbol_key)) or "none"
-        raise GraphError(f"--assume names {', '.join(unknown)}, which the graph does not have "
-                         f"(its data-dependent sizes: {have})", file=file, field="--assume")
+        have = ", ".join(sorted(names, key=_symbol_key))
+        raise OptionError(f"--assume names {', '.join(unknown)}, which the graph does not have "
+                          f"(its data-dependent sizes: {have})", file=file, field="--assume")
     if not found:
         return SizeResolver()
     ranges = {s: _bounds(r) for s, r in (range_constraints or {}).items()}

@@ -116,9 +116,14 @@ def _split(item: str) -> tuple[str, int]:
                           f"{value.strip()!r}", field="--assume") from None
 
 
-def describe_assumptions(sizes: list[DataDependentSize], limit: int = 6) -> str:
-    """One line naming the assumed values: ``u0=32 (even-split), u1=32 (even-split), ...``."""
-    parts = [f"{s.symbol}={s.assumed} ({s.basis})" for s in sizes[:limit]]
-    if len(sizes) > limit:
-        parts.append(f"... {len(sizes) - limit} more")
-    return ", ".join(parts)
+def describe_assumptions(sizes: list[DataDependentSize], limit: int = 8) -> str:
+    """The assumed values in one line, symbols sharing a value and basis together:
+    ``u0, u1, u2, u3 = 32 (even-split); u4 = 40 (given)``."""
+    groups: dict[tuple[int, str], list[str]] = {}
+    for s in sizes:
+        groups.setdefault((s.assumed, s.basis), []).append(s.symbol)
+    parts = []
+    for (value, basis), names in groups.items():
+        shown = ", ".join(names[:limit]) + (f" (+{len(names) - limit} more)" if len(names) > limit else "")
+        parts.append(f"{shown} = {value} ({basis})")
+    return "; ".join(parts)

@@ -45,6 +45,7 @@ def build_report(
     memory_budget_bytes: int | None = None,
     notes: Sequence[str] = (),
     optimized: bool | None = None,
+    data_dependent: Any = None,
 ) -> OverlapReport:
     """The overlap report of ``graph`` in ``before_order`` and, when given, ``after_order``.
 
@@ -58,6 +59,8 @@ def build_report(
     one. ``optimized`` says whether the final order is already a reordering (commopt's output
     or a reordered file); by default it is when ``after_order`` is given. An optimized order
     is never advised to be reordered (:func:`commopt.report.explain.advise`).
+    ``data_dependent`` (a :class:`~commopt.schemas.summary.DataDependentSizes`) states the
+    values assumed for data-dependent sizes; every renderer shows it next to the numbers.
     """
     n = len(graph)
     if len(durations_us) != n:
@@ -109,6 +112,7 @@ def build_report(
         "top_exposed": top_names,
         "advice": advice,
         "notes": list(notes),
+        "data_dependent": data_dependent.model_dump() if data_dependent is not None else None,
     })
 
 
