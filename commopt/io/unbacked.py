@@ -47,7 +47,9 @@ class SizeResolver:
         attr = "backed_var_to_val" if hasattr(shape_env, "backed_var_to_val") else "var_to_val"
         hints = dict(getattr(shape_env, attr, None) or {})
         hints.update(self.values)
-        value = expr.xreplace(hints)
+        import sympy
+
+        value = sympy.sympify(sympy.sympify(expr).xreplace(hints))  # a whole-symbol match is an int
         if value.free_symbols:
             hint = getattr(node, "hint", None)
             if hint is not None:
