@@ -54,7 +54,8 @@ def data_dependent_entry(graph: Graph, before: Sequence[int], after: Sequence[in
     ``before``/``after``: the original order and commopt's; ``assumed``: their numbers at
     the assumed values (already simulated). For every other scale the graph is re-sized,
     re-estimated with ``durations`` and both orders simulated; without ``durations``
-    (durations given by the caller, fixed per node) only scale 1 is shown.
+    (durations given by the caller, fixed per node) or without the program to re-size (a
+    JSON file holds the numbers it was written with) only scale 1 is shown.
     """
     from commopt.io.pt2 import apply_assumptions
     from commopt.sim import simulate
@@ -69,7 +70,7 @@ def data_dependent_entry(graph: Graph, before: Sequence[int], after: Sequence[in
     for scale in sorted(set(scales) | {1.0}):
         if scale == 1.0:
             b, a = assumed
-        elif durations is None:
+        elif durations is None or not can_resize(graph):
             continue
         else:
             g = apply_assumptions(graph, scaled(sizes, scale))
@@ -85,11 +86,17 @@ def data_dependent_entry(graph: Graph, before: Sequence[int], after: Sequence[in
     )
 
 
+def can_resize(graph: Graph) -> bool:
+    """Whether ``graph`` carries the program its data-dependent sizes can be re-derived from."""
+    return graph.source_format == "pt2" and graph.payload is not None
+
+
 def range_line(entry: DataDependentSizes) -> str:
     """``overlap 52%..71%, makespan 900..1,400 us at 0.5x..2x the assumed sizes``."""
     sc = entry.scenarios
     if len(sc) < 2:
-        return "durations were given per node: the result at other sizes is not known"
+        return ("the result at other sizes is not known here: durations were given per node, "
+                "or the file holds fixed numbers (optimize the .pt2 to see the range)")
     over = [s.after.overlap_ratio for s in sc]
     mk = [s.after.makespan_us for s in sc]
     return (f"at {sc[0].scale:g}x..{sc[-1].scale:g}x the assumed sizes, commopt's order has overlap "

@@ -271,7 +271,7 @@ def apply_assumptions(graph: Graph, assume: Mapping[str, int]) -> Graph:
     if not known:
         raise OptionError("--assume: the graph has no data-dependent sizes (every size is static)",
                           file=graph.source_path, field="--assume")
-    if graph.source_format != "pt2" or graph.payload is None:
+    if graph.source_format != "pt2" or graph.payload is None:  # see assumed_sizes.can_resize
         raise OptionError(f"--assume needs the program to re-size: this file fixed its "
                           f"data-dependent sizes when it was written ({describe_assumptions(known)}); "
                           "assume them on the .pt2 it came from", file=graph.source_path,
