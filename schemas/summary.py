@@ -87,7 +87,7 @@ class AssumedSize(BaseModel):
     reason: str = Field(description="the basis in words")
     defined_by: str | None = Field(description="the node computing the size when the program runs")
     collectives: list[str] = Field(description="collectives whose splits or sizes it sets")
-    nodes: int = Field(ge=0, description="nodes with an output sized by it")
+    nodes: int = Field(ge=0, description="nodes whose value depends on it (tensors sized by it, size arithmetic on it)")
     low: int | None = Field(None, description="smallest value torch.export proved possible")
     high: int | None = Field(None, description="largest value torch.export proved possible "
                                                "(null: unbounded)")

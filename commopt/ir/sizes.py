@@ -42,8 +42,8 @@ class DataDependentSize:
     every rank sending as many rows to every peer), ``"range"`` (the largest value the
     program allows); ``reason`` says it in words. ``defined_by`` is the node that computes
     it at run time, ``collectives`` the collectives whose sizes or splits it sets, ``nodes``
-    how many nodes have an output sized by it. ``low``/``high``: the range torch.export
-    proved (``high`` None: unbounded).
+    how many nodes have a value depending on it (tensors sized by it, size arithmetic).
+    ``low``/``high``: the range torch.export proved (``high`` None: unbounded).
     """
 
     symbol: str
