@@ -58,7 +58,7 @@ class Spec:
     reduce_dtype: str = "float32"
     backward: bool = True     # training step (loss + gradients) or forward only (logits)
     moe: bool = False         # Mixtral mixture of experts, experts sharded over "ep"
-    dropless: bool = False    # Qwen3-MoE, transformers' own dropless all-to-all EP (.tolist() splits)
+    dropless: str = ""        # "qwen3" / "deepseek_v3": transformers' own dropless all-to-all EP
 
 
 CORPUS = {
@@ -96,7 +96,13 @@ CORPUS = {
         "own dropless expert parallelism (AllToAllEP over ep): token counts exchanged with "
         "all_to_all_single, split sizes read back with .tolist() (data-dependent, unbacked "
         "sizes), tokens all_to_all'd to the experts' ranks and back; the other parameters "
-        "data-parallel (gradients all-reduced, avg); training step", dropless=True),
+        "data-parallel (gradients all-reduced, avg); training step", dropless="qwen3"),
+    "deepseek_v3_ep": Spec(
+        "transformers DeepSeek-V3 (2 layers: one dense, one MoE with a shared expert, MLA "
+        "attention, group-limited top-2 routing over 2 experts per rank) with transformers' own "
+        "dropless expert parallelism (AllToAllEP over ep): split sizes read back with .tolist() "
+        "(data-dependent, unbacked sizes); the other parameters data-parallel (gradients "
+        "all-reduced, avg); training step", dropless="deepseek_v3"),
 }
 SETS = ("ws8", "ws2")
 
@@ -153,7 +159,7 @@ def build(name: str, world: int):
     if CORPUS[name].moe:
         return _build_moe(world)
     if CORPUS[name].dropless:
-        return _build_dropless_moe(world)
+        return _build_dropless_moe(world, CORPUS[name].dropless)
     import torch
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
@@ -307,9 +313,30 @@ def _build_moe(world: int):
         MixtralExperts.forward = original
 
 
-def _build_dropless_moe(world: int):
-    """(ExportedProgram, DeviceMesh) of a Qwen3-MoE training step with dropless expert
-    parallelism, as transformers runs it (``DistributedConfig(ep_size=...)``).
+def _moe_model(family: str, world: int):
+    """A tiny transformers MoE causal LM of ``family`` (random weights) with
+    ``EXPERTS_PER_RANK * world`` experts, top-2, and its class name for the exported step."""
+    common = dict(vocab_size=128, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                  max_position_embeddings=64, num_experts_per_tok=2, norm_topk_prob=True,
+                  attn_implementation="sdpa", experts_implementation="batched_mm")
+    if family == "qwen3":
+        from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+        cfg = Qwen3MoeConfig(head_dim=16, num_experts=EXPERTS_PER_RANK * world, **common)
+        return Qwen3MoeForCausalLM(cfg), "Qwen3MoeStep"
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    cfg = DeepseekV3Config(n_routed_experts=EXPERTS_PER_RANK * world, n_shared_experts=1,
+                           first_k_dense_replace=1, n_group=2, topk_group=1, q_lora_rank=32,
+                           kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
+                           **common)
+    return DeepseekV3ForCausalLM(cfg), "DeepseekV3Step"
+
+
+def _build_dropless_moe(world: int, family: str):
+    """(ExportedProgram, DeviceMesh) of a Qwen3-MoE or DeepSeek-V3 training step with dropless
+    expert parallelism, as transformers runs it (``DistributedConfig(ep_size=...)``).
 
     The experts are sharded with transformers' own EP plan (``grouped_gemm`` parameters,
     ``ep_dispatch_experts`` module) and reach their tokens through its ``AllToAllEP``: the
@@ -333,29 +360,21 @@ def _build_dropless_moe(world: int):
     from torch.fx.experimental.symbolic_shapes import guard_or_false
 
     try:
-        from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
         from transformers.distributed import expert_parallel as xp
     except ImportError:
-        print("qwen3_moe_ep needs the transformers package (5.24 or later): pip install transformers",
-              file=sys.stderr)
+        print("the dropless MoE graphs need the transformers package (5.24 or later): "
+              "pip install transformers", file=sys.stderr)
         raise SystemExit(make_samples.MISSING_PACKAGE) from None
 
     torch.manual_seed(0)
     mesh = init_device_mesh("cpu", (world, 1), mesh_dim_names=("ep", "tp"))
     group = mesh.get_group("ep")
-    layers = 2
-    cfg = Qwen3MoeConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
-                         moe_intermediate_size=32, num_hidden_layers=layers, num_attention_heads=4,
-                         num_key_value_heads=4, head_dim=16, max_position_embeddings=64,
-                         num_experts=EXPERTS_PER_RANK * world, num_experts_per_tok=2,
-                         norm_topk_prob=True, attn_implementation="sdpa",
-                         experts_implementation="batched_mm")
-    model = Qwen3MoeForCausalLM(cfg)
+    model, class_name = _moe_model(family, world)
     plan = {}
-    for i in range(layers):
-        p = f"model.layers.{i}.mlp.experts"
-        plan.update({f"{p}.gate_up_proj": "grouped_gemm", f"{p}.down_proj": "grouped_gemm",
-                     p: "ep_dispatch_experts"})
+    for p, _ in model.named_modules():
+        if p.endswith(".mlp.experts"):
+            plan.update({f"{p}.gate_up_proj": "grouped_gemm", f"{p}.down_proj": "grouped_gemm",
+                         p: "ep_dispatch_experts"})
 
     def traceable_call(self, hidden_states, top_k_index, top_k_weights):
         tokens, expert_ids, weights, state = self._dispatch_tokens(hidden_states, top_k_index,
@@ -388,8 +407,8 @@ def _build_dropless_moe(world: int):
                      for g, ex in zip(grads, is_expert, strict=True)]
             return (out.loss, *grads)
 
-        ids = torch.randint(0, cfg.vocab_size, (2, 16))
-        return make_samples.export_traced_step("Qwen3MoeStep", step, ids, stored), mesh
+        ids = torch.randint(0, model.config.vocab_size, (2, 16))
+        return make_samples.export_traced_step(class_name, step, ids, stored), mesh
     finally:
         xp.AllToAllEP.__call__, xp.all_to_all_single = originals
 
@@ -398,7 +417,8 @@ def describe(name: str, world: int) -> dict:
     """Manifest fields of ``name`` at ``world`` besides what the exporter measures."""
     spec = CORPUS[name]
     if spec.dropless:
-        return {"model_source": f"transformers {_transformers_version()} Qwen3MoeForCausalLM, "
+        cls = {"qwen3": "Qwen3MoeForCausalLM", "deepseek_v3": "DeepseekV3ForCausalLM"}[spec.dropless]
+        return {"model_source": f"transformers {_transformers_version()} {cls}, "
                                 f"2 layers, {EXPERTS_PER_RANK * world} experts (top-2), hidden 64, "
                                 "vocab 128, seq 16, random weights",
                 "parallelism": "EP (dropless all-to-all) + DP", "mesh_dims": {"ep": world, "tp": 1},
