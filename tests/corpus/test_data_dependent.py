@@ -1,7 +1,8 @@
 """The runner of a graph with data-dependent sizes never uses the assumed values: optimized
-with deliberately wrong assumptions (1 row per split), qwen3_moe_ep's runner still passes
-``--verify`` on 2 gloo ranks and its outputs equal the eager archive's bitwise; every size
-comes from the step's own ``.tolist()`` values."""
+with deliberately wrong assumptions (1 row per split), the runners of the dropless MoE corpus
+graphs (qwen3_moe_ep, deepseek_v3_ep) still pass ``--verify`` on 2 gloo ranks and their
+outputs equal the eager archive's bitwise; every size comes from the step's own ``.tolist()``
+values."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from tests.corpus.graphs import CORPUS
 pytestmark = pytest.mark.slow
 
 
-def test_runner_computes_sizes_at_run_time_whatever_was_assumed(tmp_path):
-    graph = CORPUS / "ws2" / "qwen3_moe_ep.pt2"
+@pytest.mark.parametrize("name", ["qwen3_moe_ep", "deepseek_v3_ep"])
+def test_runner_computes_sizes_at_run_time_whatever_was_assumed(name, tmp_path):
+    graph = CORPUS / "ws2" / f"{name}.pt2"
     out = tmp_path / "opt"
     result = commopt.optimize(graph, output_dir=out, assume=["*=1"], timings=False)
     assert {s.assumed for s in result.summary.data_dependent.sizes} == {1}
