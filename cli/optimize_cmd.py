@@ -48,6 +48,11 @@ from commopt.cli.progress import stage_progress
                    "proven bound sharpens the certificate [default: heuristic].")
 @click.option("--time-limit", "time_limit_s", type=click.FloatRange(min=0, min_open=True), default=None,
               metavar="S", help="Seconds the exact solver may take [default: 20].")
+@click.option("--assume", "assume", multiple=True, metavar="SYMBOL=N",
+              help="Value to assume for a data-dependent size (an unbacked symbol such as u2: "
+                   "all_to_all splits read back with .tolist()); '*=N' sets every one not named. "
+                   "Repeatable [default: even all_to_all splits, else the largest value the "
+                   "program allows].")
 @click.option("--no-timings", is_flag=True,
               help="Leave wall times out of summary.json so re-runs are byte-identical.")
 @estimator_options
@@ -57,7 +62,8 @@ from commopt.cli.progress import stage_progress
 def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
                  max_memory_increase: float | None, memory_accounting: str | None,
                  allow_cross_group_reorder: bool | None, align: int | None, comm_buffers: str | None,
-                 force: bool, solver: str, time_limit_s: float | None, no_timings: bool,
+                 force: bool, solver: str, time_limit_s: float | None, assume: tuple[str, ...],
+                 no_timings: bool,
                  groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str, **estimator_values) -> None:
     """Reorder GRAPH so communication overlaps with compute and write, into OUTPUT: the
     reordered graph (same format), buffer_plan.json, run_NAME.py, report.html, trace.json,
@@ -87,6 +93,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             memory_accounting=memory_accounting,
             solver=solver,
             time_limit_s=time_limit_s,
+            assume=list(assume),
             timings=not no_timings,
             force=force,
             progress=progress,
@@ -132,8 +139,9 @@ def _print_text(app: App, s) -> None:
         from commopt.certificate import words
 
         out.print(words(s.certificate))
+    assumed = " (on assumed data-dependent sizes: see below)" if s.data_dependent else ""
     out.print(f"exposed communication {b.exposed_comm_us:,.1f} -> {a.exposed_comm_us:,.1f} us; "
-              f"overlap {b.overlap_ratio:.1%} -> {a.overlap_ratio:.1%}")
+              f"overlap {b.overlap_ratio:.1%} -> {a.overlap_ratio:.1%}{assumed}")
     out.print(f"peak live tensors {b.peak_memory_bytes / 2**20:,.1f} -> {a.peak_memory_bytes / 2**20:,.1f} MiB "
               f"(budget {s.memory_budget_bytes / 2**20 if s.memory_budget_bytes else 0:,.1f} MiB)")
     if s.footprint is not None:
@@ -147,5 +155,24 @@ def _print_text(app: App, s) -> None:
         out.print(f"comm buffer arenas {bp.arena_bytes / 2**20:,.2f} MiB (lower bound "
                   f"{bp.lower_bound_bytes / 2**20:,.2f}, one per call site {bp.per_call_site_bytes / 2**20:,.2f}; "
                   f"original order {bp.original_arena_bytes / 2**20:,.2f})")
+    if s.data_dependent is not None:
+        _print_data_dependent(out, s.data_dependent)
     if s.optimizer_seconds is not None:
         app.info(f"optimized in {s.optimizer_seconds:.2f} s")
+
+
+def _print_data_dependent(out, entry) -> None:
+    """The assumed sizes and the result at each scale of them."""
+    from rich.table import Table
+
+    from commopt.report.text import print_table
+
+    t = Table(title="data-dependent sizes: the result at multiples of the assumed values "
+                    "(simulated, us; orders not re-optimized)", title_justify="left")
+    for col in ("sizes", "makespan before", "after", "exposed after", "overlap after"):
+        t.add_column(col, justify="left" if col == "sizes" else "right")
+    for sc in entry.scenarios:
+        t.add_row(f"{sc.scale:g}x" + (" (assumed)" if sc.scale == 1.0 else ""),
+                  f"{sc.before.makespan_us:,.1f}", f"{sc.after.makespan_us:,.1f}",
+                  f"{sc.after.exposed_comm_us:,.1f}", f"{sc.after.overlap_ratio:.1%}")
+    print_table(out, t)

@@ -60,10 +60,13 @@ def load_graph_for_cli(graph: str, groups_file: str | None = None, mesh: str | N
 
     Every command whose output depends on group sizes (``require_sizes``) refuses a graph
     with a group of unknown size; load warnings go to stderr unless the command shows them
-    itself (``echo_warnings=False``).
+    itself (``echo_warnings=False``), and so does the statement of the values assumed for
+    data-dependent sizes (every number the command shows depends on them).
     """
+    from commopt.assumed_sizes import statement
     from commopt.io import load_graph
     from commopt.io.groups import require_known_group_sizes
+    from commopt.ir.sizes import data_dependent_sizes
 
     g = load_graph(graph, groups=groups_file, mesh=mesh, world_size=world_size)
     if require_sizes:
@@ -71,6 +74,9 @@ def load_graph_for_cli(graph: str, groups_file: str | None = None, mesh: str | N
     if echo_warnings:
         for w in g.meta.get("load_warnings", []):
             echo(f"warning: {w}", err=True)
+        sizes = data_dependent_sizes(g)
+        if sizes:
+            echo(f"note: {statement(sizes)}", err=True)
     return g
 
 

@@ -12,14 +12,16 @@ import dataclasses
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from commopt.assumed_sizes import DEFAULT_SCALES
 from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
+from commopt.ir.sizes import parse_assumptions
 from commopt.outputs import (
     build_outputs,
     check_output_dir,
@@ -60,6 +62,8 @@ def optimize(
     memory_accounting: str | None = None,
     solver: str = "heuristic",
     time_limit_s: float | None = None,
+    assume: Mapping[str, int] | Sequence[str] | None = None,
+    size_scales: Sequence[float] = DEFAULT_SCALES,
     timings: bool = True,
     force: bool = False,
     progress: Progress = SILENT,
@@ -91,7 +95,12 @@ def optimize(
     passes (:func:`commopt.solver.improve`, needs ``commopt[exact]``) for ``time_limit_s``
     seconds (default :data:`commopt.solver.DEFAULT_TIME_LIMIT_S`): it keeps the passes'
     order unless it finds a strictly better one, and its proven bound feeds the summary's
-    certificate. ``progress`` hears about each stage (load, estimate, each pass, ...).
+    certificate. Data-dependent sizes (e.g. all_to_all splits read
+    back with ``.tolist()``) get assumed values, stated in ``summary.data_dependent`` and its
+    notes next to every number: ``assume`` sets them (``{"u2": 40}`` or ``["u2=40", "*=16"]``;
+    ``"*"`` every symbol not named), and the summary simulates both orders again with every
+    such size at each of ``size_scales`` x its assumed value.
+    ``progress`` hears about each stage (load, estimate, each pass, ...).
     """
     from commopt.io import graph_suffix, load_graph
     from commopt.io.groups import require_known_group_sizes
@@ -100,6 +109,7 @@ def optimize(
 
     check_max_memory_increase(max_memory_increase)
     time_limit_s = _check_solver(solver, time_limit_s)
+    assumptions = parse_assumptions(assume)
     output_options = OutputOptions(align=align, comm_buffers=comm_buffers)  # checked before the work
     if output_dir is not None:
         graph_path = graph if isinstance(graph, (str, os.PathLike)) else None
@@ -112,7 +122,7 @@ def optimize(
 
     t0 = time.perf_counter()
     with progress.stage("load"):
-        g = load_graph(graph, groups=groups, mesh=mesh, world_size=world_size)
+        g = load_graph(graph, groups=groups, mesh=mesh, world_size=world_size, assume=assumptions)
     require_known_group_sizes(g)
     t_load = time.perf_counter() - t0
 
@@ -172,6 +182,8 @@ def optimize(
             notes.append(f"memory budget not met: no order within {ctx.memory_budget_bytes:,} B was "
                          f"found; the result peaks at {final_peak:,} B (padded sizes)")
 
+    data_dependent = _data_dependent(g, pipeline, chain.durations if options is not None else None,
+                                     size_scales, notes)
     stem = Path(g.source_path).stem if g.source_path else g.name
     counts = Counter((g.nodes[c].collective.group, g.nodes[c].collective.type) for c in colls)
     final = pipeline.final
@@ -203,6 +215,7 @@ def optimize(
         lower_bound_us=certificate.lower_bound_us,
         makespan_over_lower_bound=1.0 + certificate.gap_to_optimal,
         certificate=certificate,
+        data_dependent=data_dependent,
         notes=notes,
         optimizer_seconds=round(t_est + t_passes, 6) if timings else None,
         timings=Timings(
@@ -324,6 +337,21 @@ def _as_saved(graph: Graph, pipeline: PipelineResult, durations: list[float],
     return PipelineResult(order=order, initial=pipeline.initial, final=final, records=pipeline.records)
 
 
+def _data_dependent(graph: Graph, pipeline: PipelineResult, durations_of: Any,
+                    scales: Sequence[float], notes: list[str]):
+    """The summary's data-dependent sizes entry (None when every size is static); its
+    statement and the range of the result lead the notes, so no number is read without them.
+    ``durations_of(graph)`` re-estimates a re-sized graph (None: durations were given)."""
+    from commopt.assumed_sizes import data_dependent_entry, range_line
+
+    entry = data_dependent_entry(graph, graph.original_order, pipeline.order, durations_of,
+                                 (_numbers(pipeline.initial), _numbers(pipeline.final)), scales)
+    if entry is not None:
+        notes[:0] = [entry.statement, range_line(entry)]
+    return entry
+
+
 def _numbers(sim) -> SimNumbers:
-    return SimNumbers(makespan_us=sim.makespan_us, exposed_comm_us=sim.exposed_comm_us,
-                      overlap_ratio=sim.overlap_ratio, peak_memory_bytes=sim.peak_memory_bytes)
+    from commopt.assumed_sizes import sim_numbers
+
+    return sim_numbers(sim)

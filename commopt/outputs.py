@@ -83,6 +83,7 @@ def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPU
             before_sim=result.pipeline.initial, after_sim=result.pipeline.final,
             memory_budget_bytes=result.summary.memory_budget_bytes, notes=result.summary.notes,
             certificate=result.summary.certificate,
+            data_dependent=result.summary.data_dependent,
         )
     files = [result.summary.output, PLAN_FILE, *([runner_name] if runner_name else []),
              REPORT_HTML, TRACE_FILE, SUMMARY_FILE]

@@ -58,6 +58,7 @@ class Spec:
     reduce_dtype: str = "float32"
     backward: bool = True     # training step (loss + gradients) or forward only (logits)
     moe: bool = False         # Mixtral mixture of experts, experts sharded over "ep"
+    dropless: str = ""        # "qwen3" / "deepseek_v3": transformers' own dropless all-to-all EP
 
 
 CORPUS = {
@@ -90,6 +91,18 @@ CORPUS = {
         "parallelism over ep: GShard-style capacity dispatch, all_to_all_single to the ranks "
         "owning the experts and back; the other parameters data-parallel (gradients "
         "all-reduced, avg); training step", moe=True),
+    "qwen3_moe_ep": Spec(
+        "transformers Qwen3-MoE (2 layers, 2 experts per rank, top-2 routing) with transformers' "
+        "own dropless expert parallelism (AllToAllEP over ep): token counts exchanged with "
+        "all_to_all_single, split sizes read back with .tolist() (data-dependent, unbacked "
+        "sizes), tokens all_to_all'd to the experts' ranks and back; the other parameters "
+        "data-parallel (gradients all-reduced, avg); training step", dropless="qwen3"),
+    "deepseek_v3_ep": Spec(
+        "transformers DeepSeek-V3 (2 layers: one dense, one MoE with a shared expert, MLA "
+        "attention, group-limited top-2 routing over 2 experts per rank) with transformers' own "
+        "dropless expert parallelism (AllToAllEP over ep): split sizes read back with .tolist() "
+        "(data-dependent, unbacked sizes); the other parameters data-parallel (gradients "
+        "all-reduced, avg); training step", dropless="deepseek_v3"),
 }
 SETS = ("ws8", "ws2")
 
@@ -145,6 +158,8 @@ def build(name: str, world: int):
     """(ExportedProgram, DeviceMesh) of corpus graph ``name`` at world size ``world``."""
     if CORPUS[name].moe:
         return _build_moe(world)
+    if CORPUS[name].dropless:
+        return _build_dropless_moe(world, CORPUS[name].dropless)
     import torch
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
@@ -298,9 +313,118 @@ def _build_moe(world: int):
         MixtralExperts.forward = original
 
 
+def _moe_model(family: str, world: int):
+    """A tiny transformers MoE causal LM of ``family`` (random weights) with
+    ``EXPERTS_PER_RANK * world`` experts, top-2, and its class name for the exported step."""
+    common = dict(vocab_size=128, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                  max_position_embeddings=64, num_experts_per_tok=2, norm_topk_prob=True,
+                  attn_implementation="sdpa", experts_implementation="batched_mm")
+    if family == "qwen3":
+        from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+        cfg = Qwen3MoeConfig(head_dim=16, num_experts=EXPERTS_PER_RANK * world, **common)
+        return Qwen3MoeForCausalLM(cfg), "Qwen3MoeStep"
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    cfg = DeepseekV3Config(n_routed_experts=EXPERTS_PER_RANK * world, n_shared_experts=1,
+                           first_k_dense_replace=1, n_group=2, topk_group=1, q_lora_rank=32,
+                           kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
+                           **common)
+    return DeepseekV3ForCausalLM(cfg), "DeepseekV3Step"
+
+
+def _build_dropless_moe(world: int, family: str):
+    """(ExportedProgram, DeviceMesh) of a Qwen3-MoE or DeepSeek-V3 training step with dropless
+    expert parallelism, as transformers runs it (``DistributedConfig(ep_size=...)``).
+
+    The experts are sharded with transformers' own EP plan (``grouped_gemm`` parameters,
+    ``ep_dispatch_experts`` module) and reach their tokens through its ``AllToAllEP``: the
+    per-expert token counts are exchanged with ``all_to_all_single`` and read back with
+    ``.tolist()``, so the split sizes of the token all_to_alls (and every shape after them)
+    are data-dependent: unbacked symbols in the exported graph. The mesh is (ep=world, tp=1),
+    transformers' layout without TP. Two changes make the step traceable, neither changes
+    what it computes: the counts' in-place ``dist.all_to_all_single`` is traced as its
+    functional form (torch's own ``traceable_collective_remaps``, as torch.compile does), and
+    AllToAllEP's branch for a rank receiving no token tests ``guard_or_false`` (the general
+    branch handles zero rows too). Experts use transformers' ``batched_mm`` implementation
+    (the eager one loops over a data-dependent list of experts). Non-expert parameters are
+    replicated (data parallel): their gradients are all-reduced (avg).
+    """
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as fc
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
+    from torch.func import functional_call
+    from torch.fx.experimental.symbolic_shapes import guard_or_false
+
+    try:
+        from transformers.distributed import expert_parallel as xp
+    except ImportError:
+        print("the dropless MoE graphs need the transformers package (5.24 or later): "
+              "pip install transformers", file=sys.stderr)
+        raise SystemExit(make_samples.MISSING_PACKAGE) from None
+
+    torch.manual_seed(0)
+    mesh = init_device_mesh("cpu", (world, 1), mesh_dim_names=("ep", "tp"))
+    group = mesh.get_group("ep")
+    model, class_name = _moe_model(family, world)
+    plan = {}
+    for p, _ in model.named_modules():
+        if p.endswith(".mlp.experts"):
+            plan.update({f"{p}.gate_up_proj": "grouped_gemm", f"{p}.down_proj": "grouped_gemm",
+                         p: "ep_dispatch_experts"})
+
+    def traceable_call(self, hidden_states, top_k_index, top_k_weights):
+        tokens, expert_ids, weights, state = self._dispatch_tokens(hidden_states, top_k_index,
+                                                                   top_k_weights)
+        if guard_or_false(tokens.shape[0] == 0):
+            expert_output = self.experts_forward(tokens.sum(dim=0, keepdim=True),
+                                                 expert_ids.new_zeros((1, 1)),
+                                                 weights.new_ones((1, 1)))[:0]
+        else:
+            expert_output = self.experts_forward(tokens, expert_ids, weights)
+        return self._combine_tokens(expert_output, state)
+
+    originals = (xp.AllToAllEP.__call__, xp.all_to_all_single)
+    xp.AllToAllEP.__call__ = traceable_call
+    xp.all_to_all_single = fc.traceable_collective_remaps[dist.all_to_all_single]
+    try:
+        xp.apply_expert_parallelism(model, mesh["ep"], mesh["tp"], plan)
+        params = dict(model.named_parameters())
+        names = list(params)
+        is_expert = [isinstance(p, DTensor) for p in params.values()]
+        stored = [p.to_local().detach() if isinstance(p, DTensor) else p.detach()
+                  for p in params.values()]
+
+        def step(ids, labels, *local):
+            leaves = [t.requires_grad_(True) for t in local]
+            out = functional_call(model, dict(zip(names, leaves, strict=True)), (ids,),
+                                  {"labels": labels, "use_cache": False})
+            grads = torch.autograd.grad(out.loss, leaves, allow_unused=True)
+            grads = [g if ex or g is None else fc.wait_tensor(fc.all_reduce(g, "avg", group))
+                     for g, ex in zip(grads, is_expert, strict=True)]
+            return (out.loss, *grads)
+
+        ids = torch.randint(0, model.config.vocab_size, (2, 16))
+        return make_samples.export_traced_step(class_name, step, ids, stored), mesh
+    finally:
+        xp.AllToAllEP.__call__, xp.all_to_all_single = originals
+
+
 def describe(name: str, world: int) -> dict:
     """Manifest fields of ``name`` at ``world`` besides what the exporter measures."""
     spec = CORPUS[name]
+    if spec.dropless:
+        cls = {"qwen3": "Qwen3MoeForCausalLM", "deepseek_v3": "DeepseekV3ForCausalLM"}[spec.dropless]
+        return {"model_source": f"transformers {_transformers_version()} {cls}, "
+                                f"2 layers, {EXPERTS_PER_RANK * world} experts (top-2), hidden 64, "
+                                "vocab 128, seq 16, random weights",
+                "parallelism": "EP (dropless all-to-all) + DP", "mesh_dims": {"ep": world, "tp": 1},
+                "param_dtype": "float32", "reduce_dtype": "float32",
+                "step": "training (loss + gradients)",
+                "data_dependent": "all_to_all split sizes from .tolist() (unbacked symbols)"}
     if spec.moe:
         return {"model_source": f"transformers {_transformers_version()} MixtralForCausalLM, "
                                 f"2 layers, {EXPERTS_PER_RANK * world} experts (top-2), hidden 64, "

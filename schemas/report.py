@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from commopt.schemas.summary import Certificate
+from commopt.schemas.summary import Certificate, DataDependentSizes
 
 FORMAT_NAME = "commopt-report"
 FORMAT_VERSION = 1
@@ -175,6 +175,10 @@ class OverlapReport(_Model):
     certificate: Certificate | None = Field(
         None, description="the proven lower bound on every valid order and the gap to the "
                           "optimum it proves for the last schedule")
+    data_dependent: DataDependentSizes | None = Field(
+        None, description="sizes the program computes when it runs: the values every number "
+                          "above assumed, and the result at multiples of them; null when every "
+                          "size is static")
 
     @property
     def final(self) -> ScheduleReport:

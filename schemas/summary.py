@@ -105,6 +105,43 @@ class Certificate(BaseModel):
         description="each cheap bound: compute, busiest_stream, critical_path, compute_heads_tails, "
                     "group_streams (docs/solver.md)")
     solver: SolverRun | None = Field(None, description="the exact solver's run (null: not asked for)")
+class AssumedSize(BaseModel):
+    """One data-dependent size (an unbacked symbol of the program) and the value commopt
+    assumed for it to estimate, simulate and plan. The runner never uses it: it computes the
+    real size when the step runs."""
+
+    symbol: str = Field(description="the symbol torch.export gave the size (u0, u1, ...)")
+    assumed: int = Field(ge=0, description="the value every estimate, simulation and plan used")
+    basis: Literal["given", "given-default", "even-split", "range"] = Field(
+        description="given: --assume SYMBOL=N; given-default: --assume '*=N'; even-split: an "
+                    "all_to_all split with every rank sending as many rows to every peer; range: "
+                    "the largest value torch.export proved possible")
+    reason: str = Field(description="the basis in words")
+    defined_by: str | None = Field(description="the node computing the size when the program runs")
+    collectives: list[str] = Field(description="collectives whose splits or sizes it sets")
+    nodes: int = Field(ge=0, description="nodes whose value depends on it (tensors sized by it, size arithmetic on it)")
+    low: int | None = Field(None, description="smallest value torch.export proved possible")
+    high: int | None = Field(None, description="largest value torch.export proved possible "
+                                               "(null: unbounded)")
+
+
+class SizeScenario(BaseModel):
+    """The original order and commopt's order simulated with every data-dependent size at
+    ``scale`` times its assumed value (the orders are not re-optimized)."""
+
+    scale: float = Field(gt=0)
+    before: SimNumbers
+    after: SimNumbers
+
+
+class DataDependentSizes(BaseModel):
+    """Sizes the program only knows when it runs, what commopt assumed for them, and how the
+    simulated result moves when they are smaller or larger."""
+
+    statement: str = Field(description="one line: which sizes were assumed, at what values")
+    sizes: list[AssumedSize]
+    scenarios: list[SizeScenario] = Field(
+        description="the result with every data-dependent size scaled (1.0: the assumed values)")
 
 
 class Summary(BaseModel):
@@ -143,6 +180,10 @@ class Summary(BaseModel):
                                  "included) as well as the live-tensor peak, or the live-tensor peak only")
     footprint: MemoryFootprint | None = Field(
         None, description="the memory the emitted runner holds, arenas included, before and after")
+    data_dependent: DataDependentSizes | None = Field(
+        None, description="sizes the program computes when it runs (e.g. all_to_all splits read "
+                          "back with .tolist()): every number above used the assumed values "
+                          "listed here; null when every size is static")
     outputs: list[str] = Field(
         default_factory=list, description="files written beside summary.json, in writing order")
     notes: list[str] = Field(default_factory=list)

@@ -14,7 +14,9 @@ positions in the order:
   alias of it, and at least to the last wait.
 
 Sizes are the largest rank's shard (``TensorMeta.padded_nbytes``) so every rank computes the
-same plan; alignment is applied by the planner.
+same plan; alignment is applied by the planner. A tensor whose size is data-dependent
+(:mod:`commopt.ir.sizes`: only the running program knows it) gets no buffer: a fixed slot
+sized by an assumed value could be too small, so the runner allocates it fresh each step.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from commopt.errors import GraphError, OptionError, suggest
 from commopt.ir.args import iter_refs
 from commopt.ir.graph import COLLECTIVE_TYPES, Graph, Node, NodeKind, TensorMeta
 from commopt.ir.schedule import Schedule
+from commopt.ir.sizes import has_data_dependent_output
 
 #: Index used in alias keys for "every tensor of the node" (a direct alias of a multi-output node).
 ALL_TENSORS = -1
@@ -167,6 +170,8 @@ def collect_buffers(
         ins = [i for i in collective_inputs(node) if nodes[i].outputs]
         if info.in_place:
             for k, i in enumerate(ins):
+                if has_data_dependent_output(nodes[i]):
+                    continue  # sized when the program runs: a fresh tensor, never a fixed slot
                 root = keys[i][0]
                 end = max(done, _last_of_root(last, keys[i]), last.get((keys[c][0], k), -1),
                           last.get((keys[c][0], ALL_TENSORS), -1))
@@ -174,11 +179,15 @@ def collect_buffers(
                 candidates.append(len(out) - 1)
             continue
         for k, i in enumerate(ins):
+            if has_data_dependent_output(nodes[i]):
+                continue
             root = keys[i][0]
             out.append(_input_spec(graph, pos, c, "input", k, i, root, done))
             candidates.append(len(out) - 1)
         multi = len(node.outputs) > 1
         for k, meta in enumerate(node.outputs):
+            if has_data_dependent_output(node, k):
+                continue
             key = (c, k if multi else 0)
             end = max(done, last.get(key, -1), last.get((c, ALL_TENSORS), -1) if multi else -1)
             out.append(BufferSpec(

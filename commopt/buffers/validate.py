@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from commopt.buffers.digest import order_digest, plan_digest
 from commopt.ir.args import iter_refs
 from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.sizes import has_data_dependent_output
 from commopt.schemas.buffer_plan import BufferPlan, PlannedBuffer
 
 #: PlannedBuffer fields that describe what the graph holds: recomputed from the graph and
@@ -236,6 +237,8 @@ def _expected_buffers(graph: Graph, order: Sequence[int], types: set[str] | None
         refs = list(iter_refs(node.args[0])) if node.args else []
         reads = [i for i in (refs or list(node.inputs)) if nodes[i].outputs]
         for k, i in enumerate(reads):
+            if has_data_dependent_output(nodes[i]):
+                continue  # sized at run time: never planned (commopt.buffers.lifetimes)
             root, ti = tensor(i)
             root_is_input = nodes[root].kind is NodeKind.INPUT
             first = 0 if root_is_input else pos[root]
@@ -255,6 +258,8 @@ def _expected_buffers(graph: Graph, order: Sequence[int], types: set[str] | None
         if info.in_place:
             continue
         for k, meta in enumerate(node.outputs):
+            if has_data_dependent_output(node, k):
+                continue
             ti = k if len(node.outputs) > 1 else 0
             out[f"{node.name}:out{k}"] = _Expected(
                 info.group, meta.padded_nbytes, pos[c], max(done, last_touch(c, ti)),

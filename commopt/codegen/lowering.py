@@ -14,12 +14,14 @@ from typing import Any
 
 from commopt.codegen.names import clean, comment, identifier, literal
 from commopt.codegen.out_variants import WriteMode
+from commopt.codegen.scalars import is_scalar_op, scalar_expression
 from commopt.codegen.slots import Slot
 from commopt.codegen.spec import EmulatedSpec
 from commopt.errors import GraphError
 from commopt.ir import validate
 from commopt.ir.args import Symbol, iter_refs
 from commopt.ir.graph import DTYPE_BYTES, Graph, Node, NodeKind, Ref, TensorMeta
+from commopt.ir.sizes import has_data_dependent_output
 
 #: ``namespace.op.overload``, no dunder parts: the only op strings resolved for real.
 _OP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
@@ -76,6 +78,7 @@ class Lowering:
         self.notes = notes
         self.copies = 0
         self.zero_copy = 0
+        self.runtime_sized: set[str] = set()  # collectives whose output is sized when run
         self.targets: dict[int, tuple[str, WriteMode]] = {}
         self.used_buffers: set[str] = set()
 
@@ -233,6 +236,18 @@ class Lowering:
         var = self.value_var[node.index]
         if node.op in _GETITEM_OPS and len(node.args) == 2 and isinstance(node.args[0], Ref):
             return [f"{var} = {self.expr(node, node.args[0])}[{self.expr(node, node.args[1])}]"]
+        if is_scalar_op(node.op):
+            if node.kwargs:
+                raise self.fail(node, f"{node.op} with keyword arguments cannot be generated", "kwargs")
+            text = scalar_expression(node.op, [self.expr(node, a) for a in node.args])
+            if text is None:
+                raise self.fail(node, f"{node.op} with {len(node.args)} argument(s) cannot be "
+                                "generated", "args")
+            return [f"{var} = {text}  # size arithmetic, on this step's values"]
+        if has_data_dependent_output(node) and not runnable(node):
+            raise self.fail(node, f"{node.op} has no runnable op and a data-dependent output "
+                            "size: the runner cannot emulate it (its size is only known when "
+                            "the program runs)", "op")
         if not runnable(node) and node.kind is NodeKind.VIEW and node.alias_of is not None \
                 and len(node.outputs) == 1:
             source = self.graph.nodes[node.alias_of]
@@ -380,9 +395,30 @@ class Lowering:
         if out_slot is not None:
             self.used_buffers.add(out_slot.var)
             return buf_in, f"views.{out_slot.var}"
-        shape = list(out_meta.max_shape or out_meta.shape)
-        lines.append(f"{fresh} = torch.empty({shape!r}, dtype=torch.{out_meta.dtype}, device=device)")
+        if has_data_dependent_output(node, k) or has_data_dependent_output(self.graph.nodes[s]):
+            shape_text = self.runtime_shape(node, src)
+        else:
+            shape_text = repr(list(out_meta.max_shape or out_meta.shape))
+        lines.append(f"{fresh} = torch.empty({shape_text}, dtype=torch.{out_meta.dtype}, device=device)")
         return buf_in, fresh
+
+    def runtime_shape(self, node: Node, src: str) -> str:
+        """The output shape of collective ``node`` computed when the step runs, from the
+        tensor it sends (``src``) and its split sizes: for data-dependent sizes, which only
+        the running program knows."""
+        info = node.collective
+        size = self.graph.groups[info.group].size
+        self.runtime_sized.add(node.name)
+        if info.type == "all_to_all":
+            if len(node.args) > 1 and node.args[1] is not None:
+                return f"[sum({self.expr(node, node.args[1])}), *{src}.shape[1:]]"
+            return f"list({src}.shape)"
+        if info.type == "all_gather":
+            return f"[{src}.shape[0] * {size}, *{src}.shape[1:]]"
+        if info.type == "reduce_scatter":
+            return f"[{src}.shape[0] // {size}, *{src}.shape[1:]]"
+        raise self.fail(node, f"a {info.type} with a data-dependent size cannot be generated yet",
+                        "collective")
 
     def wait(self, node: Node, waited: set[int], slots: dict | None) -> list[str]:
         coll = node.wait_of

@@ -43,6 +43,10 @@ def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel
     copies, zero_copy = lowering.copies, lowering.zero_copy
     used = set(lowering.used_buffers)
     original = lowering.body(graph.original_order, None)
+    if lowering.runtime_sized:
+        notes.append(f"{len(lowering.runtime_sized)} collective(s) with data-dependent sizes get "
+                     "fresh tensors sized when the step runs (from its own split sizes), not "
+                     "arena buffers")
     predicted = _predicted_peak(graph, order, plan, targets)
     unused = [b for b in buffers if b.var not in used]
     if unused:

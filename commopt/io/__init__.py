@@ -24,7 +24,8 @@ def check_input_path(path: str | os.PathLike[str]) -> Path:
 
 
 def load_graph(source: Any, *, groups: str | os.PathLike[str] | None = None,
-               mesh: str | None = None, world_size: int | None = None) -> Graph:
+               mesh: str | None = None, world_size: int | None = None,
+               assume: dict[str, int] | None = None) -> Graph:
     """Load a graph from a path (``.pt2``, ``.json``, or a torch.compile dump: see
     :mod:`commopt.io.inductor_dump`), an ExportedProgram, a GraphModule or
     an object with a ``commopt_graph()`` method (a :class:`commopt.CapturedStep`).
@@ -32,14 +33,23 @@ def load_graph(source: Any, *, groups: str | os.PathLike[str] | None = None,
     ``groups`` (a JSON file), ``mesh`` (``"dp=2,tp=4"``) and ``world_size`` (the default
     group ``"0"`` is the world) supply process-group sizes and ranks a ``.pt2`` archive does
     not record; see :mod:`commopt.io.groups`. An in-memory program loaded while
-    ``torch.distributed`` is initialized gets the live process groups first.
+    ``torch.distributed`` is initialized gets the live process groups first. ``assume``
+    (``{symbol: value}``, ``"*"``: every symbol not named) sets the values assumed for
+    data-dependent sizes (:mod:`commopt.io.unbacked`).
     """
-    if isinstance(source, Graph):
+    if isinstance(source, Graph) or (assume and isinstance(source, (str, os.PathLike))
+                                     and Path(source).suffix.lower() == ".json"):
+        graph = source if isinstance(source, Graph) else load_graph(source, groups=groups, mesh=mesh,
+                                                                    world_size=world_size)
         if groups is not None or mesh is not None or world_size is not None:
             from commopt.io.groups import apply_group_overrides
 
-            return apply_group_overrides(source, groups=groups, mesh=mesh, world_size=world_size)
-        return source
+            graph = apply_group_overrides(graph, groups=groups, mesh=mesh, world_size=world_size)
+        if assume:
+            from commopt.io.pt2 import apply_assumptions
+
+            graph = apply_assumptions(graph, assume)
+        return graph
     if isinstance(source, (str, os.PathLike)):
         from commopt.io.inductor_dump import is_dump, load_dump
 
@@ -54,7 +64,7 @@ def load_graph(source: Any, *, groups: str | os.PathLike[str] | None = None,
         elif suffix == ".pt2":
             from commopt.io.pt2 import load_pt2
 
-            graph = load_pt2(p, groups=groups, mesh=mesh, world_size=world_size)
+            graph = load_pt2(p, groups=groups, mesh=mesh, world_size=world_size, assume=assume)
             return graph
         else:
             raise GraphError(f"unknown graph format {suffix or '(no suffix)'!r}; expected .pt2 or .json", file=str(p))
@@ -65,13 +75,14 @@ def load_graph(source: Any, *, groups: str | os.PathLike[str] | None = None,
         return graph
     to_graph = getattr(source, "commopt_graph", None)  # e.g. commopt.CapturedStep
     if callable(to_graph):
-        return load_graph(to_graph(), groups=groups, mesh=mesh, world_size=world_size)
+        return load_graph(to_graph(), groups=groups, mesh=mesh, world_size=world_size, assume=assume)
     from commopt.io.groups import live_process_groups
     from commopt.io.pt2 import graph_from_torch
 
     live = live_process_groups()
     records = [(live, "the live torch.distributed process groups")] if live is not None else []
-    return graph_from_torch(source, groups=groups, mesh=mesh, world_size=world_size, records=records)
+    return graph_from_torch(source, groups=groups, mesh=mesh, world_size=world_size, records=records,
+                            assume=assume)
 
 
 def save_graph(graph: Graph, path: str | os.PathLike[str], order: list[int] | None = None) -> Path:

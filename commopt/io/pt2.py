@@ -18,7 +18,7 @@ import operator
 import os
 import warnings
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,9 +38,16 @@ from commopt.io.groups import (
     set_group_notes,
     sidecar_path,
 )
+from commopt.io.unbacked import SizeResolver, resolve_sizes
 from commopt.ir.args import Symbol
 from commopt.ir.graph import CollectiveInfo, Graph, Node, NodeKind, ProcessGroup, Ref, TensorMeta
 from commopt.ir.schedule import Schedule
+from commopt.ir.sizes import (
+    DATA_DEPENDENT_KEY,
+    SYMBOLIC_SHAPES_ATTR,
+    data_dependent_sizes,
+    describe_assumptions,
+)
 
 _MODEL = "model"
 
@@ -163,12 +170,14 @@ def zlib_error() -> type[Exception]:
 
 # --------------------------------------------------------------------------- loading
 def load_pt2(path: str | os.PathLike[str], groups: str | os.PathLike[str] | None = None,
-             mesh: str | dict[str, int] | None = None, world_size: int | None = None) -> Graph:
+             mesh: str | dict[str, int] | None = None, world_size: int | None = None,
+             assume: dict[str, int] | None = None) -> Graph:
     """Load a torch.export archive into a :class:`Graph` (``graph.payload``: the ExportedProgram).
 
     Process-group ranks come from the archive's record, a ``<file>.groups.json`` sidecar,
     ``groups`` (a groups file), ``mesh`` and ``world_size`` (group ``"0"`` is the world), in
-    that order of precedence (later wins); see :mod:`commopt.io.groups`.
+    that order of precedence (later wins); see :mod:`commopt.io.groups`. ``assume``: values
+    for data-dependent sizes (:func:`graph_from_torch`).
     """
     from commopt.io import check_input_path
 
@@ -194,38 +203,30 @@ def load_pt2(path: str | os.PathLike[str], groups: str | os.PathLike[str] | None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise GraphError(f"torch.export.load failed: {first[:200]}", file=str(p)) from None
     return graph_from_torch(ep, groups=None, mesh=mesh, world_size=world_size, file=str(p),
-                            name=p.stem, records=records)
+                            name=p.stem, records=records, assume=assume)
 
 
 def graph_from_torch(obj: Any, groups: str | os.PathLike[str] | GroupsDocument | None = None,
                      mesh: str | dict[str, int] | None = None, world_size: int | None = None, *,
                      file: str | None = None, name: str | None = None,
-                     records: list[tuple[GroupsDocument, str | None]] | None = None) -> Graph:
+                     records: list[tuple[GroupsDocument, str | None]] | None = None,
+                     assume: dict[str, int] | None = None) -> Graph:
     """Build a :class:`Graph` from an in-memory ``ExportedProgram`` or ``torch.fx.GraphModule``.
 
     ``groups`` (a groups file or document), ``mesh`` and ``world_size`` supply process-group
     sizes and ranks (``records`` come first: what the archive and its sidecar hold).
+    Data-dependent (unbacked) sizes get assumed values (:mod:`commopt.io.unbacked`;
+    ``assume``: ``{symbol: value}``, ``"*"`` for every symbol not named), recorded in
+    ``graph.meta`` (:mod:`commopt.ir.sizes`).
     """
-    import torch
-
     recs = list(records or [])
     if isinstance(groups, GroupsDocument):
         recs.append((groups, None))
     elif groups is not None:
         recs.append((read_groups_file(groups), str(groups)))
-    if isinstance(obj, torch.export.ExportedProgram):
-        gm = obj.graph_module
-        roles = {s.arg.name: (s.kind.name.lower(), s.target) for s in obj.graph_signature.input_specs
-                 if hasattr(s.arg, "name")}
-        out_roles = [(s.kind.name.lower(), s.target) for s in obj.graph_signature.output_specs]
-        payload = obj
-    elif isinstance(obj, torch.fx.GraphModule):
-        gm, roles, out_roles, payload = obj, {}, [], obj
-    else:
-        raise OptionError(
-            f"cannot load a {type(obj).__name__}: expected a path, an ExportedProgram or a GraphModule"
-        )
-    nodes, group_sizes, sized = _convert(gm.graph, roles, out_roles, file)
+    gm, roles, out_roles, ranges = _fx_parts(obj)
+    sizes = resolve_sizes(gm.graph, ranges, dict(assume or {}), file)
+    nodes, group_sizes, sized = _convert(gm.graph, roles, out_roles, file, sizes)
     placeholder_groups = {g: ProcessGroup(g, s or 1) for g, s in group_sizes.items()}
     pgs, world, mesh_d, warnings, unknown_sizes = resolve_groups(
         placeholder_groups, records=recs, mesh=parse_mesh(mesh), given_world_size=world_size,
@@ -233,15 +234,72 @@ def graph_from_torch(obj: Any, groups: str | os.PathLike[str] | GroupsDocument |
     )
     meta: dict[str, Any] = {}
     set_group_notes(meta, warnings, unknown_sizes)
+    if sizes.records:
+        meta[DATA_DEPENDENT_KEY] = [r.to_json() for r in sizes.records]
     graph = Graph.build(nodes, pgs, name=name or "exported", source_format="pt2",
                         source_path=file, world_size=world, mesh=mesh_d, meta=meta)
-    graph.payload = payload
+    graph.payload = obj
     return graph
 
 
+def with_assumed_sizes(graph: Graph, assume: dict[str, int]) -> Graph:
+    """``graph`` re-derived from its program with ``assume`` for its data-dependent sizes
+    (``{symbol: value}``, ``"*"``: every symbol not named); groups and notes are kept. Every
+    size, byte count and the record of what was assumed follow the new values."""
+    gm, roles, out_roles, ranges = _fx_parts(graph.payload)
+    sizes = resolve_sizes(gm.graph, ranges, dict(assume), graph.source_path)
+    nodes, _, _ = _convert(gm.graph, roles, out_roles, graph.source_path, sizes)
+    meta = dict(graph.meta)
+    meta.pop(DATA_DEPENDENT_KEY, None)
+    if sizes.records:
+        meta[DATA_DEPENDENT_KEY] = [r.to_json() for r in sizes.records]
+    out = Graph.build(nodes, graph.groups, name=graph.name, source_format=graph.source_format,
+                      source_path=graph.source_path, world_size=graph.world_size, mesh=graph.mesh,
+                      meta=meta)
+    out.payload = graph.payload
+    return out
+
+
+def apply_assumptions(graph: Graph, assume: Mapping[str, int]) -> Graph:
+    """``graph`` with ``assume`` (``{symbol: value}``, ``"*"``: every symbol not named) for
+    its data-dependent sizes; ``graph`` itself when ``assume`` is empty. Only a graph that
+    carries its program (loaded from ``.pt2`` or in memory) can be re-sized: a JSON file holds
+    numbers."""
+    if not assume:
+        return graph
+    known = data_dependent_sizes(graph)
+    if not known:
+        raise OptionError("--assume: the graph has no data-dependent sizes (every size is static)",
+                          file=graph.source_path, field="--assume")
+    if graph.source_format != "pt2" or graph.payload is None:  # see assumed_sizes.can_resize
+        raise OptionError(f"--assume needs the program to re-size: this file fixed its "
+                          f"data-dependent sizes when it was written ({describe_assumptions(known)}); "
+                          "assume them on the .pt2 it came from", file=graph.source_path,
+                          field="--assume")
+    return with_assumed_sizes(graph, dict(assume))
+
+
+def _fx_parts(obj: Any) -> tuple[Any, dict[str, tuple[str, Any]], list[tuple[str, Any]], dict | None]:
+    """(GraphModule, input roles by placeholder name, output roles, range constraints)."""
+    import torch
+
+    if isinstance(obj, torch.export.ExportedProgram):
+        roles = {s.arg.name: (s.kind.name.lower(), s.target) for s in obj.graph_signature.input_specs
+                 if hasattr(s.arg, "name")}
+        out_roles = [(s.kind.name.lower(), s.target) for s in obj.graph_signature.output_specs]
+        return obj.graph_module, roles, out_roles, dict(obj.range_constraints)
+    if isinstance(obj, torch.fx.GraphModule):
+        return obj, {}, [], None
+    raise OptionError(
+        f"cannot load a {type(obj).__name__}: expected a path, an ExportedProgram or a GraphModule"
+    )
+
+
 def _convert(fx_graph: Any, roles: dict[str, tuple[str, Any]], out_roles: list[tuple[str, Any]],
-             file: str | None) -> tuple[list[Node], dict[str, int | None], set[str]]:
-    """FX nodes -> IR nodes; also the groups used and the sizes the ops prove."""
+             file: str | None, sizes: SizeResolver) -> tuple[list[Node], dict[str, int | None], set[str]]:
+    """FX nodes -> IR nodes; also the groups used and the sizes the ops prove. Sizes are
+    evaluated by ``sizes``; an output with a data-dependent dimension also keeps its
+    expressions (``attrs["symbolic_shapes"]``)."""
     index_of: dict[Any, int] = {}
     nodes: list[Node] = []
     group_sizes: dict[str, int | None] = {}
@@ -249,8 +307,9 @@ def _convert(fx_graph: Any, roles: dict[str, tuple[str, Any]], out_roles: list[t
     for fx in fx_graph.nodes:
         i = len(nodes)
         index_of[fx] = i
-        outputs = _tensor_metas(fx.meta.get("val"))
+        outputs = _tensor_metas(fx.meta.get("val"), sizes)
         common = {"index": i, "name": fx.name, "outputs": outputs}
+        symbolic = _symbolic_shapes(fx.meta.get("val"), sizes) if sizes.values else None
         if fx.op == "placeholder":
             role, target = roles.get(fx.name, ("user_input", None))
             attrs = {"role": role}
@@ -266,7 +325,7 @@ def _convert(fx_graph: Any, roles: dict[str, tuple[str, Any]], out_roles: list[t
         args = tuple(_arg(a, index_of, lossy) for a in fx.args)
         kwargs = {k: _arg(v, index_of, lossy) for k, v in fx.kwargs.items()}
         inputs = tuple(index_of[n] for n in fx.all_input_nodes)
-        attrs: dict[str, Any] = {}
+        attrs: dict[str, Any] = {SYMBOLIC_SHAPES_ATTR: symbolic} if symbolic else {}
         if lossy:
             attrs["lossy_args"] = sorted(set(lossy))
         if fx.op == "output":
@@ -303,7 +362,7 @@ def _convert(fx_graph: Any, roles: dict[str, tuple[str, Any]], out_roles: list[t
         if kind is NodeKind.WAIT:
             alias_of = inputs[0] if len(inputs) == 1 else None
         elif kind is NodeKind.COLLECTIVE:
-            collective = _collective_info(fx, facts, bound, nodes, index_of, file)
+            collective = _collective_info(fx, facts, bound, nodes, index_of, file, sizes)
             g = collective.group
             size = _group_size(facts, bound)
             if size is not None:
@@ -346,14 +405,14 @@ def _group_size(facts: Any, bound: dict[str, Any]) -> int | None:
 
 
 def _collective_info(fx: Any, facts: Any, bound: dict[str, Any], nodes: list[Node],
-                     index_of: dict[Any, int], file: str | None) -> CollectiveInfo:
+                     index_of: dict[Any, int], file: str | None, sizes: SizeResolver) -> CollectiveInfo:
     ctype, coalesced, in_place, _out_arg = facts.collective
     group = bound.get("group_name")
     if group is None:
         raise GraphError("collective without a group name", file=file, node=fx.name, field="args")
     sources = _nodes_in(bound.get("input", bound.get("inputs", bound.get("tensor", bound.get("tensors")))))
     in_bytes = sum(nodes[index_of[s]].padded_nbytes for s in sources)
-    out_bytes = sum(t.padded_nbytes for t in _tensor_metas(fx.meta.get("val")))
+    out_bytes = sum(t.padded_nbytes for t in _tensor_metas(fx.meta.get("val"), sizes))
     reduce_op = bound.get("reduce_op")
     return CollectiveInfo(
         type=ctype, group=str(group),
@@ -362,22 +421,25 @@ def _collective_info(fx: Any, facts: Any, bound: dict[str, Any], nodes: list[Nod
     )
 
 
-def _tensor_metas(val: Any) -> tuple[TensorMeta, ...]:
+def _tensor_metas(val: Any, sizes: SizeResolver) -> tuple[TensorMeta, ...]:
     import torch
 
     if isinstance(val, torch.Tensor):
-        return (TensorMeta(_dtype_name(val.dtype), tuple(_int(s) for s in val.shape)),)
+        return (TensorMeta(_dtype_name(val.dtype), tuple(sizes.evaluate(s) for s in val.shape)),)
     if isinstance(val, (list, tuple)):
-        return tuple(m for v in val for m in _tensor_metas(v))
+        return tuple(m for v in val for m in _tensor_metas(v, sizes))
     return ()
 
 
-def _int(s: Any) -> int:
-    try:
-        return int(s)
-    except Exception:
-        hint = getattr(getattr(s, "node", None), "hint", None)
-        return int(hint) if hint is not None else 1
+def _symbolic_shapes(val: Any, sizes: SizeResolver) -> list[list[int | str]] | None:
+    """Per output tensor, each dimension as an int or its data-dependent expression; None
+    when no dimension is data-dependent."""
+    import torch
+
+    tensors = [val] if isinstance(val, torch.Tensor) else [
+        v for v in (val if isinstance(val, (list, tuple)) else ()) if isinstance(v, torch.Tensor)]
+    shapes = [[sizes.text(d) for d in t.shape] for t in tensors]
+    return shapes if any(isinstance(d, str) for sh in shapes for d in sh) else None
 
 
 def _dtype_name(dtype: Any) -> str:

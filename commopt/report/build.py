@@ -48,6 +48,7 @@ def build_report(
     notes: Sequence[str] = (),
     optimized: bool | None = None,
     certificate: Certificate | None = None,
+    data_dependent: Any = None,
 ) -> OverlapReport:
     """The overlap report of ``graph`` in ``before_order`` and, when given, ``after_order``.
 
@@ -63,6 +64,8 @@ def build_report(
     is never advised to be reordered (:func:`commopt.report.explain.advise`).
     ``certificate``: the final schedule's (:func:`commopt.certificate.certify`; by default
     from the cheap bounds of its simulation).
+    ``data_dependent`` (a :class:`~commopt.schemas.summary.DataDependentSizes`) states the
+    values assumed for data-dependent sizes; every renderer shows it next to the numbers.
     """
     n = len(graph)
     if len(durations_us) != n:
@@ -115,6 +118,7 @@ def build_report(
         "advice": advice,
         "notes": list(notes),
         "certificate": certificate if certificate is not None else certify(final_sim),
+        "data_dependent": data_dependent.model_dump() if data_dependent is not None else None,
     })
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 
+from commopt.assumed_sizes import data_dependent_entry, range_line, sim_numbers
 from commopt.ir.graph import Graph
+from commopt.ir.sizes import data_dependent_sizes
 from commopt.report.build import TOP_EXPOSED, build_report, match_order
 from commopt.schemas.report import OverlapReport
 
@@ -44,9 +46,24 @@ def compare_graphs(
     if after is not None:
         notes.append(f"'after' is the order of {_name(reordered)}, matched to "
                      f"{_name(graph)} by node name")
+    entry = _data_dependent(graph, after, durations, chain.durations)
+    if entry is not None:
+        notes[:0] = [entry.statement, range_line(entry)]
     return build_report(graph, graph.original_order, after, durations,
                         estimator_name=chain.name, top=top, memory_budget_bytes=budget,
-                        notes=notes)
+                        notes=notes, data_dependent=entry)
+
+
+def _data_dependent(graph: Graph, after, durations, durations_of):
+    """The data-dependent sizes entry of the report (None: every size is static)."""
+    from commopt.sim import simulate
+
+    if not data_dependent_sizes(graph):
+        return None
+    final = after if after is not None else graph.original_order
+    return data_dependent_entry(graph, graph.original_order, final, durations_of,
+                                (sim_numbers(simulate(graph, graph.original_order, durations)),
+                                 sim_numbers(simulate(graph, final, durations))))
 
 
 def _name(graph: Graph) -> str:

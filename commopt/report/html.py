@@ -165,6 +165,11 @@ def render_html(report: OverlapReport) -> str:
     parts.append(_table(headers, rows, numeric=("value", "before", "after", "change")))
     for text in tables.certificate_lines(report):
         parts.append(f'<p class="sub">{e(text)}</p>')
+    headers, rows, about_sizes = tables.data_dependent_rows(report)
+    if rows:
+        parts.append('<h2 id="data-dependent">Data-dependent sizes (assumed)</h2>')
+        parts.append("<ul>" + "".join(f"<li>{e(t)}</li>" for t in about_sizes) + "</ul>")
+        parts.append(_table(headers, rows, numeric=tuple(headers[1:])))
     for note in report.notes:
         parts.append(f'<p class="sub">note: {e(note)}</p>')
     parts.append(

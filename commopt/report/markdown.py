@@ -38,6 +38,10 @@ def render_markdown(report: OverlapReport) -> str:
         "",
     ]
     lines += _table(*tables.summary_rows(report))
+    headers, rows, about_sizes = tables.data_dependent_rows(report)
+    if rows:
+        lines += ["", "### Data-dependent sizes (assumed)", ""]
+        lines += [f"- {_cell(text)}" for text in about_sizes] + [""] + _table(headers, rows)
     headers, rows = tables.group_rows(report)
     if rows:
         lines += ["", "### Communication by process group", ""] + _table(headers, rows)

@@ -67,10 +67,12 @@ def summary_rows(report: OverlapReport) -> tuple[list[str], list[list[str]]]:
             cells += [show(get(a)), diff(get(b), get(a))]
         return cells
 
+    # numbers derived from data-dependent sizes say so where they are read
+    on = " (assumed sizes)" if report.data_dependent is not None else ""
     rows = [
-        row("makespan", lambda s: s.makespan_us, fmt.us),
-        row("exposed communication", lambda s: s.exposed_comm_us, fmt.us),
-        row("overlap", lambda s: s.overlap_ratio, fmt.pct, fmt.points),
+        row("makespan" + on, lambda s: s.makespan_us, fmt.us),
+        row("exposed communication" + on, lambda s: s.exposed_comm_us, fmt.us),
+        row("overlap" + on, lambda s: s.overlap_ratio, fmt.pct, fmt.points),
         row("peak memory", lambda s: s.peak_memory_bytes, fmt.nbytes),
         row("lower bound", lambda s: s.lower_bound_us, fmt.us),
         row("makespan / lower bound", lambda s: _ratio(s), lambda v: f"{v:.3f}x",
@@ -80,6 +82,25 @@ def summary_rows(report: OverlapReport) -> tuple[list[str], list[list[str]]]:
     ]
     rows.append(["estimator", report.estimator] + (["", ""] if a is not None else []))
     return headers, rows
+
+
+def data_dependent_rows(report: OverlapReport) -> tuple[list[str], list[list[str]], list[str]]:
+    """Headers and rows of the result at multiples of the assumed data-dependent sizes, and
+    the lines naming what was assumed (all empty when every size is static)."""
+    entry = report.data_dependent
+    if entry is None:
+        return [], [], []
+    headers = ["sizes", "makespan before", "makespan after", "exposed after", "overlap after"]
+    rows = [[f"{sc.scale:g}x" + (" (assumed)" if sc.scale == 1.0 else ""),
+             fmt.us(sc.before.makespan_us), fmt.us(sc.after.makespan_us),
+             fmt.us(sc.after.exposed_comm_us), fmt.pct(sc.after.overlap_ratio)]
+            for sc in entry.scenarios]
+    lines = [entry.statement] + [
+        f"{s.symbol} = {s.assumed} ({s.basis}: {s.reason}); computed by {s.defined_by}"
+        for s in entry.sizes[:12]]
+    if len(entry.sizes) > 12:
+        lines.append(f"... {len(entry.sizes) - 12} more (summary.json lists every one)")
+    return headers, rows, lines
 
 
 def _ratio(s: ScheduleReport) -> float:

@@ -81,6 +81,13 @@ def render_text(report: OverlapReport, console: Console, *,
     headers, rows = tables.summary_rows(report)
     print_table(console, _table(console, "overlap " + ("before / after" if after else "(one schedule)"),
                            headers, rows, right=("value", "before", "after", "change")))
+    headers, rows, about_sizes = tables.data_dependent_rows(report)
+    if rows:
+        for text in about_sizes:
+            _line(console, text)
+        print_table(console, _table(console, "data-dependent sizes: the result at multiples of "
+                                    "the assumed values (orders not re-optimized)", headers, rows,
+                                    right=tuple(headers[1:])))
     headers, rows = tables.group_rows(report)
     if rows:
         print_table(console, _table(console, "communication by process group", headers, rows,
