@@ -427,6 +427,21 @@ def benchmark_graphs(quick: bool) -> list[BenchGraph]:
     return sample_graphs() + generated
 
 
+def corpus_multi_group_graphs() -> list[BenchGraph]:
+    """The real-model corpus graphs whose collectives use more than one process group (2-D
+    meshes), at world size 8 and 4 (``sample_graphs/corpus/MANIFEST.json``)."""
+    import json
+
+    corpus = ROOT / "sample_graphs" / "corpus"
+    doc = json.loads((corpus / "MANIFEST.json").read_text(encoding="utf-8"))
+    out = []
+    for e in sorted(doc["graphs"], key=lambda e: (-e["world_size"], e["name"])):
+        if len({k.split("@")[1] for k in e["collectives"]}) > 1:
+            out.append(BenchGraph(f"corpus/ws{e['world_size']}:{e['name']}", corpus / e["files"][0],
+                                  generated=False))
+    return out
+
+
 # ---------------------------------------------------------------------------- scaling graphs
 def _layer_programs(hidden: int, tokens: int):
     """Export one FSDP layer's forward and backward as two separate FX graphs."""

@@ -77,7 +77,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
         kwargs["max_memory_increase"] = cfg.get("max_memory_increase")
     result = optimize(
         graph, passes=cfg.get("passes"), estimator=est,
-        allow_cross_group_reorder=bool(cfg.get("allow_cross_group_reorder", False)),
+        allow_cross_group_reorder=cfg.get("allow_cross_group_reorder"),
         groups=groups_file, mesh=mesh, world_size=world_size, timings=False, **kwargs,
     )
     s = result.summary

@@ -33,8 +33,9 @@ from commopt.cli.progress import stage_progress
                    "and the live-tensor peak, or the live-tensor peak only [default: footprint; "
                    "live-tensors with --comm-buffers none].")
 @click.option("--allow-cross-group-reorder/--keep-cross-group-order", default=None,
-              help="Let collectives of different process groups change their relative order "
-                   "(same-group order is always kept) [default: keep].")
+              help="Let collectives of different process groups change their relative order, or "
+                   "keep it (same-group order is always kept) [default: reorder where every rank "
+                   "provably runs this program in one order, see docs/process-groups.md].")
 @align_option
 @click.option("--comm-buffers", default=None, metavar="all|TYPE,...",
               help="Collective types given persistent buffers, or 'none' (each collective allocates "
@@ -82,7 +83,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             graph,
             passes=cfg.get("passes"),
             max_memory_increase=cfg.get("max_memory_increase", DEFAULT_MAX_MEMORY_INCREASE),
-            allow_cross_group_reorder=bool(cfg.get("allow_cross_group_reorder", False)),
+            allow_cross_group_reorder=cfg.get("allow_cross_group_reorder"),
             estimator=options_from_cli(app.config, estimator_values),
             groups=groups_file,
             mesh=mesh,
@@ -142,6 +143,12 @@ def _print_text(app: App, s) -> None:
     assumed = " (on assumed data-dependent sizes: see below)" if s.data_dependent else ""
     out.print(f"exposed communication {b.exposed_comm_us:,.1f} -> {a.exposed_comm_us:,.1f} us; "
               f"overlap {b.overlap_ratio:.1%} -> {a.overlap_ratio:.1%}{assumed}")
+    if s.robustness is not None:
+        r = s.robustness
+        worst = f"; worst case {r.after_max_us / r.before_max_us - 1:+.1%}" if r.before_max_us > 0 else ""
+        out.print(f"with every cost off by up to {r.cost_error:.0%} ({len(r.scenarios)} scenarios): "
+                  f"makespan {r.before_min_us:,.1f}-{r.before_max_us:,.1f} -> "
+                  f"{r.after_min_us:,.1f}-{r.after_max_us:,.1f} us{worst}")
     out.print(f"peak live tensors {b.peak_memory_bytes / 2**20:,.1f} -> {a.peak_memory_bytes / 2**20:,.1f} MiB "
               f"(budget {s.memory_budget_bytes / 2**20 if s.memory_budget_bytes else 0:,.1f} MiB)")
     if s.footprint is not None:
@@ -155,6 +162,10 @@ def _print_text(app: App, s) -> None:
         out.print(f"comm buffer arenas {bp.arena_bytes / 2**20:,.2f} MiB (lower bound "
                   f"{bp.lower_bound_bytes / 2**20:,.2f}, one per call site {bp.per_call_site_bytes / 2**20:,.2f}; "
                   f"original order {bp.original_arena_bytes / 2**20:,.2f})")
+    if s.cross_group is not None:
+        verb = "reordered" if s.cross_group.allowed else "kept"
+        out.print(f"order across process groups {verb} (rule {s.cross_group.rule}): "
+                  f"{s.cross_group.reason}", markup=False)
     if s.data_dependent is not None:
         _print_data_dependent(out, s.data_dependent)
     if s.optimizer_seconds is not None:

@@ -17,12 +17,14 @@ from commopt.cli.options import (
 @click.command("verify")
 @click.argument("original", type=click.Path(path_type=str))
 @click.argument("reordered", type=click.Path(path_type=str))
-@click.option("--allow-cross-group-reorder", is_flag=True,
-              help="Accept collectives of different groups in a new relative order.")
+@click.option("--allow-cross-group-reorder/--keep-cross-group-order", default=None,
+              help="Accept collectives of different groups in a new relative order, or not "
+                   "[default: accept where every rank provably runs the program in one order, "
+                   "the rule optimize applies; see docs/process-groups.md].")
 @group_options
 @format_option
 @pass_app
-def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorder: bool,
+def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorder: bool | None,
                groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str) -> None:
     """Check that REORDERED (any tool's) keeps every invariant of ORIGINAL; exit 1 if not.
 
@@ -31,6 +33,7 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
     dtypes and shapes, collective, waits, aliases, writes, role) and the process groups and
     world size must be the same (docs/design.md, "What verify compares").
     """
+    from commopt.cross_group import decide_cross_group
     from commopt.errors import CheckFailed
     from commopt.invariants import content_from_json, verify_reordered
     from commopt.ir.graph import Graph
@@ -38,6 +41,7 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
 
     g0 = load_graph_for_cli(original, groups_file, mesh, world_size)
     g1 = _load_reordered(reordered, groups_file, mesh, world_size)
+    allow_cross_group_reorder = decide_cross_group(g0, allow_cross_group_reorder).allowed
     content = None
     if not isinstance(g1, Graph):
         content = content_from_json(reordered, g0, groups=groups_file, mesh=mesh, world_size=world_size)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from commopt.assumed_sizes import DEFAULT_SCALES
+from commopt.cross_group import decide_cross_group
 from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
 from commopt.ir.graph import Graph
@@ -35,8 +36,11 @@ from commopt.progress import SILENT, Progress
 from commopt.result import OptimizeResult, OutputOptions
 from commopt.schemas.summary import (
     CollectiveCount,
+    CrossGroupOrder,
     PassSummary,
     PassTiming,
+    Robustness,
+    ScenarioMakespans,
     SimNumbers,
     Summary,
     Timings,
@@ -50,7 +54,7 @@ def optimize(
     *,
     passes: str | Sequence[str] | None = None,
     max_memory_increase: float = DEFAULT_MAX_MEMORY_INCREASE,
-    allow_cross_group_reorder: bool = False,
+    allow_cross_group_reorder: bool | None = None,
     estimator: str | EstimatorOptions = "analytical",
     durations_us: Sequence[float] | None = None,
     groups: str | os.PathLike[str] | None = None,
@@ -79,7 +83,10 @@ def optimize(
     ``summary.json`` and the report.
     ``passes``: ``"a,b,c"`` or a list (default :data:`commopt.passes.DEFAULT_PIPELINE`).
     ``max_memory_increase``: peak live memory may grow by at most this fraction of the
-    original order's peak. Durations come from ``estimator`` — a spec such as
+    original order's peak. ``allow_cross_group_reorder``: None (default) lets collectives of
+    different groups change their relative order exactly where every rank provably runs this
+    program in one order (:func:`commopt.cross_group.decide_cross_group`); True/False force it;
+    the summary's ``cross_group`` says which rule applied and why. Durations come from ``estimator`` — a spec such as
     ``"profile,analytical"`` or an :class:`~commopt.estimators.EstimatorOptions` (hardware,
     GPUs per node, profile and table files) — unless ``durations_us`` gives them. A graph
     without collectives keeps its order. With ``output_dir`` the full output set is built
@@ -146,6 +153,8 @@ def optimize(
         hardware_name = options.hardware
         notes.extend(chain.notes)
     t_est = time.perf_counter() - t1
+    cross = decide_cross_group(g, allow_cross_group_reorder, estimator=estimator_name)
+    allow_cross_group_reorder = cross.allowed
 
     t2 = time.perf_counter()
     memory_accounting = _memory_accounting(memory_accounting, output_options, notes)
@@ -206,10 +215,12 @@ def optimize(
         max_memory_increase=max_memory_increase,
         memory_budget_bytes=ctx.memory_budget_bytes,
         allow_cross_group_reorder=allow_cross_group_reorder,
+        cross_group=CrossGroupOrder(allowed=cross.allowed, rule=cross.rule, reason=cross.reason),
         passes=[PassSummary(name=r.name, before=_numbers(r.before), after=_numbers(r.after),
                             changed=r.changed, note=r.note) for r in pipeline.records],
         before=_numbers(pipeline.initial),
         after=_numbers(final),
+        robustness=_robustness(g, pipeline, durs) if colls else None,
         memory_accounting=memory_accounting,
         footprint=_footprint_summary(g, pipeline.order, footprint_budget, notes) if colls else None,
         lower_bound_us=certificate.lower_bound_us,
@@ -349,6 +360,22 @@ def _data_dependent(graph: Graph, pipeline: PipelineResult, durations_of: Any,
     if entry is not None:
         notes[:0] = [entry.statement, range_line(entry)]
     return entry
+def _robustness(graph: Graph, pipeline: PipelineResult, durations: list[float]) -> Robustness:
+    """Makespans of the original and the final order under every cost perturbation of
+    :mod:`commopt.sim.robustness` (the same perturbed durations for both)."""
+    from commopt.sim.robustness import COST_ERROR, makespan_range, perturbations
+
+    scenarios = perturbations(graph, durations)
+    before = makespan_range(graph, graph.original_order, durations,
+                            nominal_us=pipeline.initial.makespan_us, scenarios=scenarios)
+    after = makespan_range(graph, pipeline.order, durations,
+                           nominal_us=pipeline.final.makespan_us, scenarios=scenarios)
+    return Robustness(
+        cost_error=COST_ERROR,
+        scenarios=[ScenarioMakespans(scenario=name, before_us=b, after_us=a)
+                   for (name, b), (_, a) in zip(before.scenarios, after.scenarios, strict=True)],
+        before_min_us=before.min_us, before_max_us=before.worst_us,
+        after_min_us=after.min_us, after_max_us=after.worst_us)
 
 
 def _numbers(sim) -> SimNumbers:

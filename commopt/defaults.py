@@ -2,8 +2,8 @@
 
 Configuration files and command-line flags override these (see :mod:`commopt.config`). Values
 owned by a subsystem are imported from it, so there is one source for each. ``None`` means
-"not set": the feature it controls is off (check thresholds) or there is no file (profile,
-table).
+"not set": the feature it controls is off (check thresholds), there is no file (profile,
+table) or a rule decides (``allow_cross_group_reorder``: :mod:`commopt.cross_group`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ DEFAULTS: dict[str, Any] = {
     "profile": None,
     "table": None,
     "max_memory_increase": DEFAULT_MAX_MEMORY_INCREASE,
-    "allow_cross_group_reorder": False,
+    "allow_cross_group_reorder": None,  # the safe rule, commopt.cross_group
     "align": DEFAULT_ALIGN_BYTES,
     "comm_buffers": "all",
     "max_exposed_comm_us": None,

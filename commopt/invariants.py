@@ -241,9 +241,14 @@ _INDEX_FIELDS = {"inputs": "set", "mutates": "set", "wait_of": "one", "alias_of"
 
 def verify_reordered(
     original: Graph, reordered: Graph | Sequence[NodeEntry], *, content: Graph | None = None,
-    allow_cross_group_reorder: bool = False,
+    allow_cross_group_reorder: bool | None = None,
 ) -> list[Violation]:
     """Violations of a reordered graph (any tool's) with respect to its original.
+
+    ``allow_cross_group_reorder``: whether collectives of different groups may have a new
+    relative order; None applies the rule ``optimize`` applies
+    (:func:`commopt.cross_group.decide_cross_group` on the original), so what ``optimize``
+    writes verifies.
 
     A reorder may change the order of the nodes and nothing else. ``reordered`` is a Graph
     or its nodes as :class:`NodeEntry` in file order (see :func:`entries_from_json`, for
@@ -291,6 +296,10 @@ def verify_reordered(
             path, before, after = diff
             out.append(Violation(0, f"{e.name!r} changed its {path}: {_show(before)} -> {_show(after)}",
                                  (e.name,)))
+    if allow_cross_group_reorder is None:
+        from commopt.cross_group import decide_cross_group
+
+        allow_cross_group_reorder = decide_cross_group(original, None).allowed
     return out + check_order(original, order, allow_cross_group_reorder=allow_cross_group_reorder)
 
 

@@ -142,6 +142,38 @@ class DataDependentSizes(BaseModel):
     sizes: list[AssumedSize]
     scenarios: list[SizeScenario] = Field(
         description="the result with every data-dependent size scaled (1.0: the assumed values)")
+class CrossGroupOrder(BaseModel):
+    """Whether collectives of different process groups could change their relative order, and
+    the rule that decided it (docs/process-groups.md, "Reordering collectives of different
+    groups")."""
+
+    allowed: bool
+    rule: Literal["spmd", "one-group", "not-proven", "flag"] = Field(
+        description="spmd: every rank provably runs this program in one order; one-group: nothing "
+                    "to reorder; not-proven: kept, see reason; flag: the user's explicit choice")
+    reason: str
+
+
+class ScenarioMakespans(BaseModel):
+    """The makespan of the original and the new order under one perturbation of the costs."""
+
+    scenario: str = Field(description="e.g. 'comm x1.3' (every collective 30% slower than "
+                                      "estimated), 'compute x0.7', 'random #1' (each node its "
+                                      "own seeded factor)")
+    before_us: float
+    after_us: float
+
+
+class Robustness(BaseModel):
+    """How the makespans move when the estimates are off (commopt.sim.robustness): every
+    scenario scales costs within +-cost_error; the ranges include the nominal makespans."""
+
+    cost_error: float = Field(description="relative error of every estimate explored (0.3: +-30%)")
+    scenarios: list[ScenarioMakespans]
+    before_min_us: float
+    before_max_us: float
+    after_min_us: float
+    after_max_us: float
 
 
 class Summary(BaseModel):
@@ -165,9 +197,14 @@ class Summary(BaseModel):
     memory_budget_bytes: int | None = Field(
         description="(1 + max_memory_increase) x the original padded peak: no pass exceeds it")
     allow_cross_group_reorder: bool
+    cross_group: CrossGroupOrder | None = Field(
+        None, description="the rule behind allow_cross_group_reorder and why it applied")
     passes: list[PassSummary]
     before: SimNumbers
     after: SimNumbers
+    robustness: Robustness | None = Field(
+        None, description="makespans of both orders when the cost estimates are off by up to "
+                          "+-cost_error (null without collectives)")
     lower_bound_us: float = Field(description="the certificate's proven lower bound on every valid "
                                               "order's makespan (certificate.lower_bound_us)")
     makespan_over_lower_bound: float = Field(description="after.makespan_us / lower_bound_us")

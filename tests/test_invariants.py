@@ -134,13 +134,15 @@ def test_verify_reordered_matches_by_name_and_reports_missing_and_extra():
     z = b.compute("z", "aten.add.Tensor", [w1, extra], (4, 8))
     b.output([z])
     other = b.build()
-    vs = verify_reordered(g, other)
+    vs = verify_reordered(g, other, allow_cross_group_reorder=False)
     summary = [(v.invariant, v.nodes) for v in vs]
     assert (0, ("extra",)) in summary  # added
     assert (0, ("z",)) in summary  # reads extra instead of v1, w2
     assert (0, ("v1",)) in summary  # missing
     assert (2, ("c1", "c2")) in summary
     assert all(v.invariant != 2 for v in verify_reordered(g, other, allow_cross_group_reorder=True))
+    # by default the rule optimize applies: both groups hold every rank (SPMD), so allowed
+    assert all(v.invariant != 2 for v in verify_reordered(g, other))
 
 
 def _changed_node_fields():

@@ -1,5 +1,6 @@
 """Helpers shared by the built-in passes: the global collective chain, the
-demand-driven mover behind sink-waits and raise-comms, and the memory-budget search.
+demand-driven mover behind sink-waits and raise-comms, the memory-budget search, and the
+preference for orders that degrade least when the cost estimates are off.
 
 Everything is linear in nodes plus edges (the budget search multiplies that by the few
 windows it tries); no pass keeps an ancestor set per collective.
@@ -155,3 +156,60 @@ METADATA_OPS = frozenset({
     "aten.sym_stride.int",
     "aten.sym_storage_offset.default",
 })
+
+
+#: Orders whose makespans differ by less than this fraction count as nearly equal: the passes
+#: then prefer the one whose makespan degrades least when the cost estimates are off.
+NEAR_EQUAL = 0.005
+#: At most this many node-replays (orders x scenarios x nodes) go into that preference, so
+#: large graphs keep their pass times (1k nodes: any number of orders; 100k: none).
+ROBUST_WORK = 400_000
+#: A nearly equal order replaces the best one only when its worst case is this much lower.
+ROBUST_GAIN = 0.001
+
+
+def most_robust(graph: Graph, ctx, found: list[tuple[tuple, list[int]]]) -> list[int]:
+    """The order of ``found`` ((key, order) pairs, key starting with the makespan, smallest
+    best) to keep: the best key's, unless an order within :data:`NEAR_EQUAL` of its makespan
+    has a worst makespan under the cost perturbations of :mod:`commopt.sim.robustness` lower
+    by more than :data:`ROBUST_GAIN`; then the lowest of those (ties: the smaller key).
+    Skipped past :data:`ROBUST_WORK`."""
+    from commopt.sim.robustness import RANDOM_DRAWS, makespan_range, perturbations
+
+    found = sorted(found, key=lambda kc: kc[0])
+    best_key, best = found[0]
+    near, seen = [], set()
+    for k, c in found:
+        if k[0] <= best_key[0] * (1.0 + NEAR_EQUAL) and tuple(c) not in seen:
+            seen.add(tuple(c))
+            near.append((k, c))
+    if len(near) < 2 or len(near) * (4 + RANDOM_DRAWS) * len(graph) > ROBUST_WORK:
+        return best
+    scenarios = perturbations(graph, ctx.durations_us)
+    scored = [(makespan_range(graph, c, ctx.durations_us, nominal_us=k[0], scenarios=scenarios).worst_us, k, c)
+              for k, c in near]
+    worst_of_best = scored[0][0]
+    better = [t for t in scored if t[0] < worst_of_best * (1.0 - ROBUST_GAIN)]
+    return min(better, key=lambda t: (t[0], t[1]))[2] if better else best
+
+
+def degrades_no_more(graph: Graph, ctx, current: list[int], current_us: float, cand: list[int],
+                     cand_us: float, memo: dict) -> bool:
+    """Whether ``cand``'s worst makespan under the cost perturbations is at most
+    ``current``'s (``*_us``: their nominal makespans): a tie-break between nearly equal orders.
+    True past :data:`ROBUST_WORK`. ``memo`` keeps the perturbations and the current order's
+    worst case between calls."""
+    from commopt.sim.robustness import RANDOM_DRAWS, makespan_range, perturbations
+
+    if 2 * (4 + RANDOM_DRAWS) * len(graph) > ROBUST_WORK:
+        return True
+    if "scenarios" not in memo:
+        memo["scenarios"] = perturbations(graph, ctx.durations_us)
+    sc = memo["scenarios"]
+    key = tuple(current)
+    if memo.get("order") != key:
+        memo["order"] = key
+        memo["worst"] = makespan_range(graph, current, ctx.durations_us, nominal_us=current_us,
+                                       scenarios=sc).worst_us
+    worst = makespan_range(graph, cand, ctx.durations_us, nominal_us=cand_us, scenarios=sc).worst_us
+    return worst <= memo["worst"] * (1.0 + 1e-9)

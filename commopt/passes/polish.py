@@ -5,8 +5,9 @@ The list scheduler and the movers decide with local rules; this pass checks thei
 the simulator. For the collective that exposes the most time, it tries moving a compute node
 that comes after the collective's wait, but depends on nothing at or after it, to just
 before the wait (so it runs while the collective is in flight). The first move that
-shortens the simulated makespan and keeps the padded peak within budget is taken; then it
-starts over. Effort is capped (``max_work`` node-simulations), so large graphs get few or no
+shortens the simulated makespan, or keeps it and shortens the exposed communication without
+a worse makespan when the costs are off (:func:`commopt.passes._common.degrades_no_more`),
+and keeps the padded peak within budget is taken; then it starts over. Effort is capped (``max_work`` node-simulations), so large graphs get few or no
 trials; it stops at the lower bound.
 """
 
@@ -18,7 +19,7 @@ from typing import ClassVar
 
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
-from commopt.passes._common import zero_cost_view_mask
+from commopt.passes._common import degrades_no_more, zero_cost_view_mask
 from commopt.passes.base import Pass, PassContext
 
 #: Positions after a wait searched for compute to move in front of it, and the collectives
@@ -62,6 +63,7 @@ def polish(graph: Graph, order: Sequence[int], ctx: PassContext, *, candidates: 
     sim = ctx.simulate(graph, current)
     floor_us = sim.lower_bound_us * (1.0 + 1e-9)
     tried: set[tuple[int, int]] = set()
+    memo: dict = {}
     key = (sim.makespan_us, sim.exposed_comm_us)
     while trials_left > 0 and sim.makespan_us > floor_us:
         pos = Schedule(current, n).positions
@@ -81,7 +83,9 @@ def polish(graph: Graph, order: Sequence[int], ctx: PassContext, *, candidates: 
                 if ctx.fits(graph, cand):
                     s2 = simulate(graph, cand, ctx.durations_us)
                     k2 = (s2.makespan_us, s2.exposed_comm_us)
-                    if k2[0] <= key[0] and k2[1] < key[1] - 1e-9:
+                    if k2[0] <= key[0] and k2[1] < key[1] - 1e-9 and (
+                            k2[0] < key[0] * (1.0 - 1e-9)
+                            or degrades_no_more(graph, ctx, current, key[0], cand, k2[0], memo)):
                         current, sim, key, moved = cand, s2, k2, True
                         break
                 if trials_left <= 0:

@@ -61,6 +61,15 @@ def node_times(graph: Graph, order: Sequence[int], durations_us: Sequence[float]
     return NodeTimes(list(replay.start), list(replay.end), list(replay.issue))
 
 
+def makespan_us(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) -> float:
+    """The makespan :func:`simulate` gives ``order``, without the rest of its result (lower
+    bound, memory, timings): for callers that replay one order under many cost variants
+    (:mod:`commopt.sim.robustness`)."""
+    replay = _Replay(graph, step_durations(graph, durations_us))
+    replay.run(Schedule.of(graph, order))
+    return replay.makespan()
+
+
 class _Replay:
     """The clock of one simulation: each node's start and end, collectives' issue times and
     exposed time, the events drawn in reports. :meth:`run` advances it through an order
@@ -148,10 +157,15 @@ class _Replay:
         self.total_compute += self.dur[i]
         return self.end[i]
 
+    def makespan(self) -> float:
+        """When the last node of the replayed order ends (compute or communication)."""
+        end = self.end
+        return max([self.t, *(end[c] for c in self.issued)])
+
     def result(self, order: Schedule) -> SimResult:
         """The :class:`SimResult` of the replayed order."""
-        graph, end = self.graph, self.end
-        makespan = max([self.t, *(end[c] for c in self.issued)])
+        graph = self.graph
+        makespan = self.makespan()
         total_comm = sum(self.comm_by_group.values())
         overlap = 1.0 if total_comm <= 0.0 else min(1.0, max(0.0, 1.0 - self.exposed_total / total_comm))
         bounds = lower_bounds(graph, self.dur)

@@ -55,15 +55,18 @@ def test_reordered_json_from_another_tool(graph_file: Path, tmp_path: Path, caps
     g = load_graph(graph_file)
     order = g.original_order
     i_ar, i_ag1 = g.index_of["tp_ar0"], g.index_of["ag1"]
-    # issue ag1 (group dp) before tp_ar0 (group tp): only a cross-group reorder
+    # issue ag1 (group dp) before tp_ar0 (group tp): only a cross-group reorder, which the
+    # default rule accepts on this SPMD graph (groups are mesh slices) and the opt-out refuses
     order.remove(i_ag1)
     order.insert(order.index(i_ar), i_ag1)
     other = tmp_path / "other.json"
     other.write_text(json.dumps(graph_to_document(g, order)))
-    assert _run(["verify", str(graph_file), str(other), "--format", "json"]) == 1
+    assert _run(["verify", str(graph_file), str(other), "--keep-cross-group-order", "--format", "json"]) == 1
     report = VerifyReport.model_validate_json(capsys.readouterr().out)
-    assert not report.ok
+    assert not report.ok and not report.allow_cross_group_reorder
     assert [(v.invariant, v.nodes) for v in report.violations] == [(2, ["tp_ar0", "ag1"])]
+    assert _run(["verify", str(graph_file), str(other), "--format", "json"]) == 0
+    assert VerifyReport.model_validate_json(capsys.readouterr().out).allow_cross_group_reorder
     assert _run(["verify", str(graph_file), str(other), "--allow-cross-group-reorder"]) == 0
 
 

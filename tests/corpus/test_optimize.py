@@ -33,3 +33,25 @@ def test_optimize_writes_outputs_that_verify(graph, tmp_path_factory, capsys) ->
     assert run_cli(["verify", str(graph.path), str(reordered)]) == 0, capsys.readouterr()
     assert run_cli(["verify-plan", str(reordered), str(out / "buffer_plan.json")]) == 0, \
         capsys.readouterr()
+
+
+MULTI_GROUP = [g for g in GRAPHS if g.name.endswith("_2d")]
+
+
+@pytest.mark.parametrize("graph", MULTI_GROUP, ids=[g.id for g in MULTI_GROUP])
+def test_multi_group_graphs_are_reordered_across_groups(graph, tmp_path_factory) -> None:
+    """The default reorders collectives of different groups on the 2-D corpus graphs (so the
+    gloo equivalence and runner --verify tests of the ws4 ones run cross-group reordered
+    programs), keeps every group's own order, and the summary names the rule."""
+    from commopt.invariants import check_order
+    from commopt.io import load_graph
+
+    out = optimized_dir(graph, tmp_path_factory)
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["cross_group"]["rule"] == "spmd" and summary["allow_cross_group_reorder"]
+    original = load_graph(graph.path)
+    written = load_graph(out / graph.path.name)
+    order = [original.index_of[n.name] for n in written.nodes]
+    assert check_order(original, order, allow_cross_group_reorder=True) == []
+    crossed = [v for v in check_order(original, order) if v.invariant == 2]
+    assert crossed, f"{graph.id}: no collective changed its order across groups"
