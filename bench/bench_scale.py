@@ -102,6 +102,62 @@ def _measure(nodes: int, tmp: Path, env: dict[str, str]) -> dict[str, object]:
     return row
 
 
+#: Corpus graphs (tiny tensors: hidden 64, sequence 16) whose step time is mostly host time.
+HOST_GRAPHS = ["llama_tp_L8", "llama_fsdp"]
+
+
+def _exported_step_us(rank: int, world: int, path: str, iters: int, warmup: int) -> float:
+    """Median microseconds of one call of the archive's graph module on this gloo rank
+    (``run_gloo`` body; the test harness's loader, the archive's example inputs)."""
+    import statistics
+
+    import torch
+    import torch.distributed as dist
+
+    from tests.distributed import flat_inputs, read_groups_record, recreate_groups, rename_groups
+
+    mapping = recreate_groups(read_groups_record(path))
+    ep = torch.export.load(path)
+    gm, inputs = rename_groups(ep, mapping), flat_inputs(ep)
+    times = []
+    with torch.no_grad():
+        for k in range(warmup + iters):
+            dist.barrier()
+            t0 = time.perf_counter()
+            gm(*inputs)
+            if k >= warmup:
+                times.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(times)
+
+
+def _host_rows(tmp: Path, env: dict[str, str], iters: int = 30, warmup: int = 5) -> list[list[object]]:
+    """Per corpus graph: the generated runner's median step (torchrun, gloo, optimized order
+    on its arenas) against the exported module's (same ranks, the archive's inputs)."""
+    from commopt.api import optimize
+    from tests.distributed import run_gloo
+
+    rows: list[list[object]] = []
+    for name in HOST_GRAPHS:
+        path = ROOT / "sample_graphs" / "corpus" / "ws2" / f"{name}.pt2"
+        out = tmp / f"host_{name}"
+        result = optimize(path, output_dir=out, timings=False)
+        script = out / result.outputs.runner_name
+        world = result.graph.world_size or 2
+        res = tmp / f"host_{name}.json"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world),
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", str(script),
+               "--backend", "gloo", "--iters", str(iters), "--warmup", str(warmup), "--out", str(res)]
+        proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=900)
+        runner_us = (json.loads(res.read_text(encoding="utf-8"))["median_us"]
+                     if proc.returncode == 0 else "failed: " + proc.stderr.strip()[-80:])
+        exported_us = max(run_gloo(_exported_step_us, world, str(path), iters, warmup))
+        rows.append([name, len(result.graph), world,
+                     f"{runner_us:.0f}" if isinstance(runner_us, float) else runner_us,
+                     f"{exported_us:.0f}",
+                     f"{exported_us / runner_us:.2f}" if isinstance(runner_us, float) else "-"])
+    return rows
+
+
 def _mb(nbytes: object) -> str:
     return f"{int(nbytes) / 1e6:.1f}" if isinstance(nbytes, int) else "-"
 
@@ -114,6 +170,7 @@ def run(quick: bool) -> str:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         rows = [_measure(n, Path(tmp), env) for n in sizes]
+        host = _host_rows(Path(tmp), env)
     whole, shares, files, runner = [], [], [], []
     for r in rows:
         stages = r["stages"]
@@ -152,5 +209,11 @@ def run(quick: bool) -> str:
         "\nThe runner: generating it (its stage), its size, and importing it in a fresh "
         "interpreter (compile and module body, torch already imported), in seconds.\n",
         table(["nodes", "generate s", "script MB", "import s"], runner),
+        "\nHost time per step: corpus graphs with tiny tensors (hidden 64, sequence 16) on gloo "
+        "ranks of this CPU machine, median microseconds per step (slowest rank): the generated "
+        "runner (commopt's order on its arenas, `--iters 30`) against "
+        "`torch.export.load(...)`'s graph module called with the archive's example inputs "
+        "(original order, fresh tensors). Both include the collectives.\n",
+        table(["graph", "nodes", "ranks", "runner us", "exported us", "exported / runner"], host),
     ]
     return "\n".join(parts) + "\n"
