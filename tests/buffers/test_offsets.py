@@ -95,8 +95,8 @@ def test_lower_bound_is_the_largest_sum_of_live_sizes():
     from commopt.buffers.offsets import lower_bound
 
     def sweep(sizes, firsts, lasts):
-        events = sorted([(f, s) for s, f in zip(sizes, firsts)] +
-                        [(l + 1, -s) for s, l in zip(sizes, lasts)])
+        events = sorted([(f, s) for s, f in zip(sizes, firsts, strict=True)] +
+                        [(last + 1, -s) for s, last in zip(sizes, lasts, strict=True)])
         live = best = 0
         for _, d in events:
             live += d
