@@ -20,6 +20,7 @@ from commopt.assumed_sizes import DEFAULT_SCALES
 from commopt.cross_group import decide_cross_group
 from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
+from commopt.gc_freeze import freeze_long_lived, freezing_gc
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import parse_assumptions
@@ -49,6 +50,7 @@ from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE
 
 __all__ = ["OptimizeResult", "OutputOptions", "build_outputs", "optimize", "write_outputs"]
 
+@freezing_gc
 def optimize(
     graph: Graph | str | os.PathLike[str] | Any,
     *,
@@ -131,6 +133,7 @@ def optimize(
     with progress.stage("load"):
         g = load_graph(graph, groups=groups, mesh=mesh, world_size=world_size, assume=assumptions)
     require_known_group_sizes(g)
+    freeze_long_lived()  # the graph lives for the whole call: no collection scans it again
     t_load = time.perf_counter() - t0
 
     t1 = time.perf_counter()
@@ -238,6 +241,7 @@ def optimize(
                             pipeline, summary)
     if output_dir is None:
         return result
+    freeze_long_lived()
     outputs = build_outputs(result, output_options, progress=progress)
     inputs = [("--groups", groups), *(estimator_inputs(options) if options is not None else [])]
     written = write_outputs(result, outputs, output_dir, inputs=inputs, force=force, progress=progress)

@@ -17,7 +17,7 @@ import os
 import re
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from commopt.errors import OutputError
@@ -127,6 +127,19 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 def write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     write_bytes(path, text.encode("utf-8"))
+
+
+def write_chunks(path: str | os.PathLike[str], chunks: Iterable[str]) -> None:
+    """Write the text ``chunks`` (UTF-8) to ``path`` atomically, one after another: a large
+    output is never held as one string. The ``mid-write`` fault point fires after the
+    first chunk."""
+    name = Path(path).name
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+        for k, chunk in enumerate(chunks):
+            fh.write(chunk)
+            if k == 0:
+                fh.flush()
+                fault_point("mid-write", name)
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:

@@ -22,12 +22,15 @@ sized by an assumed value could be too small, so the runner allocates it fresh e
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+import numpy as np
 
 from commopt.errors import GraphError, OptionError, suggest
 from commopt.ir.args import iter_refs
-from commopt.ir.graph import COLLECTIVE_TYPES, Graph, Node, NodeKind, TensorMeta
+from commopt.ir.graph import COLLECTIVE_TYPES, CollectiveInfo, Graph, Node, NodeKind, TensorMeta
 from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import has_data_dependent_output
 
@@ -141,6 +144,107 @@ def collective_inputs(node: Node) -> list[int]:
     return list(node.inputs)
 
 
+class _LastUses:
+    """:func:`last_uses` as a lookup: ``get(key, -1)`` gives the last position a key is
+    touched, from one vectorized pass over the graph's touches (:class:`_Sites`)."""
+
+    __slots__ = ("_ids", "_last")
+
+    def __init__(self, sites: _Sites, pos: np.ndarray) -> None:
+        last = np.full(len(sites.key_ids), -1, dtype=np.int64)
+        np.maximum.at(last, sites.touch_key, pos[sites.touch_node])
+        self._ids = sites.key_ids
+        self._last = last.tolist()
+
+    def get(self, key: tuple[int, int], default: int = -1) -> int:
+        k = self._ids.get(key)
+        return default if k is None else self._last[k]
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A tensor a collective reads, with what its buffer needs that no order changes."""
+
+    k: int
+    value: int
+    root: int
+    meta: TensorMeta
+    padded_bytes: int
+    local_bytes: int
+    root_is_input: bool
+    #: the value could be written straight into its buffer if its lifetime allows
+    #: (:func:`_may_write_in_place`)
+    may_write_in_place: bool
+
+
+@dataclass(frozen=True, eq=False)
+class _Site:
+    """One collective's order-independent facts: its node, waits, reads and outputs."""
+
+    c: int
+    info: CollectiveInfo
+    waits: tuple[int, ...]
+    reads: tuple[_Read, ...]
+    outputs: tuple[tuple[TensorMeta, int, int] | None, ...]  # (meta, padded, local bytes); None: sized at run time
+
+
+@dataclass(frozen=True, eq=False)
+class _Sites:
+    """The order-independent part of :func:`collect_buffers`, computed once per graph: alias
+    keys, every (node, key) touch as arrays, and the collectives with their waits and reads."""
+
+    keys: list[tuple[int, int]]
+    key_ids: dict[tuple[int, int], int]
+    touch_node: np.ndarray
+    touch_key: np.ndarray
+    sites: tuple[_Site, ...]
+
+
+_SITES: weakref.WeakKeyDictionary[Graph, _Sites] = weakref.WeakKeyDictionary()
+
+
+def _sites(graph: Graph) -> _Sites:
+    """The graph's :class:`_Sites` (cached: the passes' footprint budget asks for many orders)."""
+    cached = _SITES.get(graph)
+    if cached is not None:
+        return cached
+    nodes = graph.nodes
+    keys = alias_keys(graph)
+    key_ids: dict[tuple[int, int], int] = {}
+    for k in keys:
+        key_ids.setdefault(k, len(key_ids))
+    touch_node: list[int] = []
+    touch_key: list[int] = []
+    for node in nodes:
+        i = node.index
+        touch_node.append(i)
+        touch_key.append(key_ids[keys[i]])
+        for j in node.inputs:
+            touch_node.append(i)
+            touch_key.append(key_ids[keys[j]])
+    sites = []
+    for c in graph.collectives():
+        node = nodes[c]
+        if node.collective is None:
+            raise GraphError("collective node without collective info", node=node.name, file=graph.source_path)
+        ins = [i for i in collective_inputs(node) if nodes[i].outputs]
+        reads = []
+        for k, i in enumerate(ins):
+            if has_data_dependent_output(nodes[i]):
+                continue  # sized when the program runs: a fresh tensor, never a fixed slot
+            meta, root = nodes[i].outputs[0], keys[i][0]
+            reads.append(_Read(k, i, root, meta, meta.padded_nbytes, meta.nbytes,
+                               nodes[root].kind is NodeKind.INPUT,
+                               i == root and _may_write_in_place(nodes[i])))
+        outputs = tuple(None if has_data_dependent_output(node, k) else (m, m.padded_nbytes, m.nbytes)
+                        for k, m in enumerate(node.outputs))
+        sites.append(_Site(c, node.collective, tuple(graph.waits_of(c)), tuple(reads), outputs))
+    cached = _Sites(keys, key_ids, np.asarray(touch_node, dtype=np.int64),
+                    np.asarray(touch_key, dtype=np.int64), tuple(sites))
+    _SITES[graph] = cached
+    return cached
+
+
 def collect_buffers(
     graph: Graph,
     order: Sequence[int],
@@ -149,90 +253,65 @@ def collect_buffers(
     """Every communication buffer of ``graph`` with its lifetime on ``order``.
 
     Sorted by (collective's original index, role, tensor index): deterministic.
-    ``collective_types`` restricts to those types (None: all).
+    ``collective_types`` restricts to those types (None: all). The order-independent facts
+    are computed once per graph, so the passes' footprint budget may ask for many orders.
     """
     pos = Schedule.of(graph, order).positions
     wanted = None if collective_types is None else frozenset(collective_types)
-    keys = alias_keys(graph)
-    last = last_uses(graph, pos, keys)
-    nodes = graph.nodes
+    sites = _sites(graph)
+    keys = sites.keys
+    last = _LastUses(sites, np.asarray(pos, dtype=np.int64).reshape(len(pos)))
     out: list[BufferSpec] = []
-    candidates: list[int] = []
-    for c in graph.collectives():
-        node = nodes[c]
-        info = node.collective
-        if info is None:
-            raise GraphError("collective node without collective info", node=node.name, file=graph.source_path)
+    for site in sites.sites:
+        c, info = site.c, site.info
         if wanted is not None and info.type not in wanted:
             continue
-        waits = graph.waits_of(c)
-        done = max((pos[w] for w in waits), default=pos[c])
-        ins = [i for i in collective_inputs(node) if nodes[i].outputs]
-        if info.in_place:
-            for k, i in enumerate(ins):
-                if has_data_dependent_output(nodes[i]):
-                    continue  # sized when the program runs: a fresh tensor, never a fixed slot
-                root = keys[i][0]
-                end = max(done, _last_of_root(last, keys[i]), last.get((keys[c][0], k), -1),
+        issue = pos[c]
+        done = max((pos[w] for w in site.waits), default=issue)
+        role = "inout" if info.in_place else "input"
+        for r in site.reads:
+            end = done
+            if info.in_place:
+                end = max(done, _last_of_root(last, keys[r.value]), last.get((keys[c][0], r.k), -1),
                           last.get((keys[c][0], ALL_TENSORS), -1))
-                out.append(_input_spec(graph, pos, c, "inout", k, i, root, end))
-                candidates.append(len(out) - 1)
+            end = max(end, issue)
+            # zero-copy: nothing touches the value after the buffer's lifetime; else the
+            # runner copies the value in when the collective is issued
+            zero_copy = r.may_write_in_place and _last_of_root(last, keys[r.value]) <= end
+            first = min(0 if r.root_is_input else pos[r.root], issue) if zero_copy else issue
+            out.append(BufferSpec(
+                collective=c, role=role, tensor_index=r.k, value=r.value, group=info.group,
+                meta=r.meta, padded_bytes=r.padded_bytes, local_bytes=r.local_bytes,
+                first=first, last=end, producer=r.root, zero_copy=zero_copy,
+            ))
+        if info.in_place:
             continue
-        for k, i in enumerate(ins):
-            if has_data_dependent_output(nodes[i]):
+        multi = len(site.outputs) > 1
+        for k, output in enumerate(site.outputs):
+            if output is None:  # data-dependent size: allocated when the step runs
                 continue
-            root = keys[i][0]
-            out.append(_input_spec(graph, pos, c, "input", k, i, root, done))
-            candidates.append(len(out) - 1)
-        multi = len(node.outputs) > 1
-        for k, meta in enumerate(node.outputs):
-            if has_data_dependent_output(node, k):
-                continue
+            meta, padded, local = output
             key = (c, k if multi else 0)
             end = max(done, last.get(key, -1), last.get((c, ALL_TENSORS), -1) if multi else -1)
             out.append(BufferSpec(
                 collective=c, role="output", tensor_index=k, value=c, group=info.group, meta=meta,
-                padded_bytes=meta.padded_nbytes, local_bytes=meta.nbytes,
-                first=pos[c], last=end, producer=None, zero_copy=False,
+                padded_bytes=padded, local_bytes=local,
+                first=issue, last=end, producer=None, zero_copy=False,
             ))
-    for b in candidates:
-        spec = out[b]
-        if _can_write_in_place(graph, spec, keys, last):
-            out[b] = _replace_zero_copy(spec)
-        else:  # the runner copies the value in when the collective is issued
-            out[b] = replace(spec, first=pos[spec.collective])
     return out
 
 
-def _last_of_root(last: dict[tuple[int, int], int], key: tuple[int, int]) -> int:
+def _last_of_root(last: dict[tuple[int, int], int] | _LastUses, key: tuple[int, int]) -> int:
     root, k = key
     return max(last.get((root, k), -1), last.get((root, ALL_TENSORS), -1))
 
 
-def _input_spec(graph: Graph, pos: Sequence[int], c: int, role: str, k: int, value: int,
-                root: int, end: int) -> BufferSpec:
-    nodes = graph.nodes
-    meta = nodes[value].outputs[0]
-    root_node = nodes[root]
-    first = 0 if root_node.kind is NodeKind.INPUT else pos[root]
-    return BufferSpec(
-        collective=c, role=role, tensor_index=k, value=value,
-        group=nodes[c].collective.group, meta=meta, padded_bytes=meta.padded_nbytes,
-        local_bytes=meta.nbytes, first=min(first, pos[c]), last=max(end, pos[c]),
-        producer=root, zero_copy=False,
-    )
-
-
-def _can_write_in_place(graph: Graph, spec: BufferSpec, keys: Sequence[tuple[int, int]],
-                        last: dict[tuple[int, int], int]) -> bool:
-    """Zero-copy: the value is the direct, only output of a compute op with an out= variant,
-    not a graph input or a view, and nothing touches it after the buffer's lifetime."""
-    value = graph.nodes[spec.value]
-    if spec.value != spec.producer or value.kind is not NodeKind.COMPUTE:
+def _may_write_in_place(value: Node) -> bool:
+    """Zero-copy, as far as no order decides it: the value is the only output of a compute op
+    with an out= variant (not a graph input, a view, an in-place or side-effecting op)."""
+    if value.kind is not NodeKind.COMPUTE:
         return False
     if len(value.outputs) != 1 or value.mutates or value.side_effect or value.alias_of is not None:
-        return False
-    if _last_of_root(last, keys[spec.value]) > spec.last:
         return False
     return has_out_variant(value.op)
 
@@ -254,7 +333,3 @@ def has_out_variant(op: str) -> bool:
     except (AttributeError, RuntimeError):
         return False
     return any(o == "out" or o.endswith("_out") for o in overloads)
-
-
-def _replace_zero_copy(spec: BufferSpec) -> BufferSpec:
-    return replace(spec, zero_copy=True)

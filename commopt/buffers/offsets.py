@@ -20,6 +20,8 @@ import random
 from collections.abc import Callable, Sequence
 from itertools import compress
 
+import numpy as np
+
 #: Priority orders tried, by name: each maps buffer i to a sort key (ascending).
 #: Every key ends with the buffer's index, so ties never depend on hash or sort stability.
 ORDERINGS: dict[str, Callable[[int, int, int, int], tuple[int, ...]]] = {
@@ -50,17 +52,15 @@ LOCAL_SEARCH_SEED = 0
 
 def lower_bound(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[int]) -> int:
     """The largest sum of sizes of simultaneously live buffers (no packing can beat it)."""
-    events: list[tuple[int, int]] = []
-    for s, f, last in zip(sizes, firsts, lasts, strict=True):
-        events.append((f, s))
-        events.append((last + 1, -s))
-    events.sort(key=lambda e: (e[0], e[1]))  # frees (negative) before allocations at one time
-    live = best = 0
-    for _, d in events:
-        live += d
-        if live > best:
-            best = live
-    return best
+    if len(sizes) != len(firsts) or len(sizes) != len(lasts):
+        raise ValueError("sizes, firsts and lasts differ in length")
+    if not sizes:
+        return 0
+    size = np.asarray(sizes, dtype=np.int64)
+    times = np.concatenate([np.asarray(firsts, dtype=np.int64), np.asarray(lasts, dtype=np.int64) + 1])
+    deltas = np.concatenate([size, -size])
+    live = np.cumsum(deltas[np.lexsort((deltas, times))])  # frees before allocations at one time
+    return max(0, int(live.max()))
 
 
 class TimeRanges:

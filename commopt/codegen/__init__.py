@@ -45,8 +45,21 @@ def generate(graph: Graph, order: list[int] | None = None, plan: Any = None, *,
         raise OptionError(f"backend must be 'nccl' or 'gloo', not {backend!r}", field="backend")
     model = build_model(graph, list(graph.original_order if order is None else order), plan)
     source = render(model, backend=backend)
-    compile(source, runner_filename(graph), "exec")
+    _check_compiles(model, source, runner_filename(graph), backend)
     return model, source
+
+
+def _check_compiles(model: RunnerModel, source: str, filename: str, backend: str | None) -> None:
+    """Compile the runner in pieces (:func:`commopt.codegen.render.syntax_pieces`); when a
+    piece fails, compile the whole script so the error names its real line."""
+    from commopt.codegen.render import syntax_pieces
+
+    for piece in syntax_pieces(model, backend=backend):
+        try:
+            compile(piece, filename, "exec")
+        except SyntaxError:
+            compile(source, filename, "exec")
+            raise
 
 
 def generate_runner(graph: Graph, order: list[int] | None = None, plan: Any = None, *,
@@ -57,7 +70,8 @@ def generate_runner(graph: Graph, order: list[int] | None = None, plan: Any = No
     :class:`commopt.schemas.buffer_plan.BufferPlan` made for that order (None: no arenas, every
     collective gets fresh tensors). ``backend`` ('nccl' or 'gloo') fixes the script's default
     backend; otherwise it picks nccl when CUDA is present. The source is compiled before it is
-    returned, so a bug here cannot produce a script that does not parse.
+    returned (in pieces, :func:`commopt.codegen.render.syntax_pieces`), so a bug here cannot
+    produce a script that does not parse.
     """
     return generate(graph, order, plan, backend=backend)[1]
 

@@ -8,7 +8,9 @@ plain Python value or a line built by the model from checked identifiers.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Iterator
 from importlib import resources
 
 from commopt.codegen.model import RunnerModel
@@ -45,6 +47,33 @@ def render(model: RunnerModel, *, backend: str | None = None) -> str:
     if sorted(found) != sorted(sections):
         raise AssertionError(f"template sections {found} do not match {sorted(sections)}")
     return text
+
+
+#: Statements per piece in :func:`syntax_pieces`: small enough that compiling a piece takes
+#: little memory (compiling a 100k-node runner whole took 1.7 GB), large enough to be few.
+SYNTAX_CHUNK_STATEMENTS = 4096
+#: Lines that continue the statement above them at the same indentation.
+_CONTINUES = ("else", "elif", "except", "finally", ")", "]", "}")
+
+
+def syntax_pieces(model: RunnerModel, *, backend: str | None = None) -> Iterator[str]:
+    """The runner's source as pieces to compile one at a time: the script with empty step
+    functions, then each step's statements in chunks, each wrapped in a function.
+
+    The script is those pieces pasted together at statement boundaries, so they compile
+    when it does; compiling them one by one checks the script without holding the syntax
+    tree of a 100,000-statement function.
+    """
+    yield render(dataclasses.replace(model, optimized=[], original=[]), backend=backend)
+    for body in (model.optimized, model.original):
+        start = 0
+        while start < len(body):
+            end = min(len(body), start + SYNTAX_CHUNK_STATEMENTS)
+            while end < len(body) and (body[end][:1].isspace() or body[end].startswith(_CONTINUES)
+                                       or not body[end]):
+                end += 1  # never cut inside a compound statement
+            yield "def _step(rt, inputs):\n" + "".join(f"    {line}\n" for line in body[start:end])
+            start = end
 
 
 def _header(model: RunnerModel) -> str:

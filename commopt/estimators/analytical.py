@@ -16,6 +16,7 @@ link's. See ``docs/estimators.md`` for how this differs from torch's ``comm_anal
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from commopt.estimators.hardware import load_hardware
@@ -148,33 +149,34 @@ class AnalyticalEstimator:
 
     # ---------------------------------------------------------------- compute
     def compute_us(self, node: Node, graph: Graph) -> float:
-        """Roofline time of a compute node."""
-        base = op_base_name(node.op)
-        if base in METADATA_OPS:
-            return 0.0
+        """Roofline time of a compute node, memoized per signature (op, input and output
+        shapes and dtypes, constant arguments): a transformer repeats one layer's nodes."""
         nodes = graph.nodes
         in_shapes = tuple(
-            (nodes[i].outputs[0].shape, nodes[i].outputs[0].dtype) if nodes[i].outputs else None
+            (outs[0].shape, outs[0].dtype) if (outs := nodes[i].outputs) else None
             for i in node.inputs
         )
         out_shapes = tuple((t.shape, t.dtype) for t in node.outputs)
         key = (node.op, in_shapes, out_shapes, _hashable(node.args, nodes), _hashable(node.kwargs, nodes))
         cached = self._compute_cache.get(key)
-        if cached is not None:
-            return cached
+        if cached is None:
+            cached = self._compute_cache[key] = self._roofline_us(node, graph)
+        return cached
+
+    def _roofline_us(self, node: Node, graph: Graph) -> float:
+        if _base_name(node.op) in METADATA_OPS:
+            return 0.0
+        nodes = graph.nodes
         moved = sum(nodes[i].nbytes for i in node.inputs) + node.nbytes
         if moved == 0:
-            value = 0.0
-        else:
-            dtype = node.outputs[0].dtype if node.outputs else (
-                nodes[node.inputs[0]].outputs[0].dtype if node.inputs and nodes[node.inputs[0]].outputs else "float32")
-            flops = self.flops(node, graph)
-            peak = self.hw.peak_tflops.get(dtype) or self.hw.peak_tflops["float32"]
-            t_flops = flops / (peak * self.hw.flops_efficiency * 1e6)
-            t_bytes = moved / (self.hw.memory_bandwidth_gbps * self.hw.memory_efficiency * 1e3)
-            value = max(t_flops, t_bytes, self.hw.min_kernel_us)
-        self._compute_cache[key] = value
-        return value
+            return 0.0
+        dtype = node.outputs[0].dtype if node.outputs else (
+            nodes[node.inputs[0]].outputs[0].dtype if node.inputs and nodes[node.inputs[0]].outputs else "float32")
+        flops = self.flops(node, graph)
+        peak = self.hw.peak_tflops.get(dtype) or self.hw.peak_tflops["float32"]
+        t_flops = flops / (peak * self.hw.flops_efficiency * 1e6)
+        t_bytes = moved / (self.hw.memory_bandwidth_gbps * self.hw.memory_efficiency * 1e3)
+        return max(t_flops, t_bytes, self.hw.min_kernel_us)
 
     def flops(self, node: Node, graph: Graph) -> float:
         """FLOPs of ``node`` by torch's flop_counter formula for its op (0 when it has none)."""
@@ -220,6 +222,13 @@ class AnalyticalEstimator:
 
 
 def _hashable(v: Any, nodes: list[Node]) -> Any:
+    t = type(v)
+    if t is int or t is float or t is str or t is bool or v is None:
+        return v
+    if t is Ref:
+        return ("ref", nodes[v.index].outputs[0].shape if nodes[v.index].outputs else None)
+    if t is tuple or t is list:
+        return tuple(_hashable(x, nodes) for x in v)
     if isinstance(v, Ref):
         return ("ref", nodes[v.index].outputs[0].shape if nodes[v.index].outputs else None)
     if isinstance(v, (list, tuple)):
@@ -231,6 +240,11 @@ def _hashable(v: Any, nodes: list[Node]) -> Any:
     except TypeError:
         return repr(v)
     return v
+
+
+@functools.lru_cache(maxsize=4096)
+def _base_name(op: str) -> str:
+    return op_base_name(op)
 
 
 def bytes_of_dtype(dtype: str) -> int:

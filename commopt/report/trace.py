@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from commopt import atomic
@@ -168,34 +169,53 @@ def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
 
 def render_trace(report: OverlapReport) -> dict[str, Any]:
     """The trace-event document: ``traceEvents`` plus ``displayTimeUnit`` and ``otherData``."""
-    info = {n.name: n for n in report.nodes}
-    events = _schedule_events(report, report.before, 1, info, 1)
-    if report.after is not None:
-        events += _schedule_events(report, report.after, 2, info,
-                                   1 + len(report.before.collectives))
+    events = [ev for part in _event_parts(report) for ev in part]
+    return {**_head(report), "traceEvents": events}
+
+
+def _head(report: OverlapReport) -> dict[str, Any]:
     return {
         "displayTimeUnit": "ms",
         "otherData": {"generator": "commopt", "graph": report.graph,
                       "estimator": report.estimator, "times": "simulated estimates"},
-        "traceEvents": events,
     }
+
+
+def _event_parts(report: OverlapReport) -> Iterator[list[dict[str, Any]]]:
+    """The trace's events, one list per schedule (a writer holds one schedule's at a time)."""
+    info = {n.name: n for n in report.nodes}
+    yield _schedule_events(report, report.before, 1, info, 1)
+    if report.after is not None:
+        yield _schedule_events(report, report.after, 2, info, 1 + len(report.before.collectives))
+
+
+#: One encoder for every event line (``json.dumps`` with options builds one per call).
+_encode_event = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _trace_chunks(head: dict[str, Any], parts: Iterable[list[dict[str, Any]]]) -> Iterator[str]:
+    """The trace file's text in pieces: the head, then one event per line."""
+    lines = ["{"]
+    for k, v in head.items():
+        lines.append(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False, sort_keys=True)},")
+    lines.append('"traceEvents": [')
+    yield "\n".join(lines)
+    first = True
+    for events in parts:
+        if events:
+            body = ",\n".join(map(_encode_event, events))
+            yield ("\n" if first else ",\n") + body
+            first = False
+    yield "\n]}\n"
 
 
 def dumps_trace(doc: dict[str, Any]) -> str:
     """Serialize a trace deterministically, one event per line (diffable, streamable)."""
     head = {k: v for k, v in doc.items() if k != "traceEvents"}
-    lines = ["{"]
-    for k, v in head.items():
-        lines.append(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False, sort_keys=True)},")
-    events = doc["traceEvents"]
-    lines.append('"traceEvents": [')
-    for k, ev in enumerate(events):
-        sep = "," if k + 1 < len(events) else ""
-        lines.append(json.dumps(ev, ensure_ascii=False, separators=(",", ":")) + sep)
-    lines.append("]}")
-    return "\n".join(lines) + "\n"
+    return "".join(_trace_chunks(head, [doc["traceEvents"]]))
 
 
 def write_trace(report: OverlapReport, path: str | os.PathLike[str]) -> None:
-    """Write the Chrome trace JSON of ``report`` to ``path``, atomically."""
-    atomic.write_text(path, dumps_trace(render_trace(report)))
+    """Write the Chrome trace JSON of ``report`` to ``path``, atomically; streamed one
+    schedule at a time, so the whole document is never held as one string."""
+    atomic.write_chunks(path, _trace_chunks(_head(report), _event_parts(report)))

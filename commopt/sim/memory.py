@@ -14,9 +14,12 @@ Accounting rules (the machine model, :mod:`commopt.sim.model`; also in ``docs/es
 
 from __future__ import annotations
 
+import weakref
 from array import array
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from commopt.errors import OptionError
 from commopt.ir.graph import Graph, NodeKind
@@ -43,45 +46,60 @@ def _live_curve(graph: Graph, order: Sequence[int], model: MemoryModel,
                 ) -> tuple[int, array]:
     """Peak and per-step live bytes of ``order`` under ``model``; ``resident`` nodes allocate
     nothing (their storage is a persistent buffer, counted elsewhere); ``held[i]``: more
-    storages node ``i`` uses (keeps alive until it runs)."""
+    storages node ``i`` uses (keeps alive until it runs). Vectorized over the model's arrays
+    (:func:`_model_arrays`): the passes replay many orders of one graph."""
     n = len(graph.nodes)
-    pos = Schedule.of(graph, order).positions
-    sizes, is_input = model.alloc, model.is_input
+    schedule = Schedule.of(graph, order)
+    pos = np.asarray(schedule.positions, dtype=np.int64).reshape(n)
+    arrays = _model_arrays(model)
+    sizes = arrays.alloc
     if resident:
-        sizes = list(sizes)
-        for i in resident:
-            sizes[i] = 0
-    last = list(pos)  # last position at which each storage is used
-    for i, releases in enumerate(model.releases):
-        p_i = pos[i]
-        for r in releases:
-            if last[r] < p_i:
-                last[r] = p_i
-    for i, roots in (held or {}).items():
-        for r in roots:
-            if last[r] < pos[i]:
-                last[r] = pos[i]
-    freed = [0] * n
-    live = 0
-    for i in range(n):
-        s = sizes[i]
-        if not s:
-            continue
-        if is_input[i]:
-            live += s
-        else:
-            freed[last[i]] += s
-    curve = array("q", bytes(8 * n))
-    peak = live
-    for k in range(n):
-        i = order[k]
-        if not is_input[i]:
-            live += sizes[i]
-        curve[k] = live
-        if live > peak:
-            peak = live
-        live -= freed[k]
+        sizes = sizes.copy()
+        sizes[np.fromiter(resident, dtype=np.int64, count=len(resident))] = 0
+    last = pos.copy()  # last position at which each storage is used
+    np.maximum.at(last, arrays.release_root, pos[arrays.release_user])
+    if held:
+        users = np.fromiter((i for i, roots in held.items() for _ in roots), dtype=np.int64)
+        roots = np.fromiter((r for rs in held.values() for r in rs), dtype=np.int64)
+        np.maximum.at(last, roots, pos[users])
+    inputs_live = int(sizes[arrays.is_input].sum())
+    freed = np.zeros(n + 1, dtype=np.int64)
+    freeable = ~arrays.is_input & (sizes != 0)
+    np.add.at(freed, last[freeable] + 1, sizes[freeable])  # dropped from the next step on
+    order_arr = np.asarray(schedule.order, dtype=np.int64).reshape(n)
+    allocated = np.where(arrays.is_input[order_arr], 0, sizes[order_arr])
+    live = inputs_live + np.cumsum(allocated) - np.cumsum(freed[:n])
+    peak = max(inputs_live, int(live.max())) if n else inputs_live
+    curve = array("q")
+    curve.frombytes(live.astype(np.int64).tobytes())
     return peak, curve
+
+
+@dataclass(frozen=True, eq=False)
+class _ModelArrays:
+    """A :class:`MemoryModel` as numpy arrays: bytes per node, which are graph inputs, and
+    its ``releases`` flattened into (user, storage) pairs."""
+
+    alloc: np.ndarray
+    is_input: np.ndarray
+    release_user: np.ndarray
+    release_root: np.ndarray
+
+
+_ARRAYS: weakref.WeakKeyDictionary[MemoryModel, _ModelArrays] = weakref.WeakKeyDictionary()
+
+
+def _model_arrays(model: MemoryModel) -> _ModelArrays:
+    """The model's arrays, built once per model (models are cached per graph)."""
+    cached = _ARRAYS.get(model)
+    if cached is None:
+        counts = [len(r) for r in model.releases]
+        users = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        roots = np.fromiter((r for rs in model.releases for r in rs), dtype=np.int64, count=sum(counts))
+        cached = _ModelArrays(np.asarray(model.alloc, dtype=np.int64),
+                              np.asarray(model.is_input, dtype=bool), users, roots)
+        _ARRAYS[model] = cached
+    return cached
 
 
 @dataclass(frozen=True)

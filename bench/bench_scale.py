@@ -1,0 +1,219 @@
+"""The whole ``commopt optimize`` command at scale, as a user runs it.
+
+Synthetic FSDP stacks (:func:`commopt.synth.graph_with_nodes`) saved as JSON graphs, then
+``python -m commopt -v optimize GRAPH -o OUT`` in a subprocess writing every output. Per size:
+wall time and CPU time (user + system) of the process, its peak resident memory (``wait4``),
+each stage's share of the wall time (the stage lines ``-v`` prints; "other" is start-up,
+imports and what no stage covers), and each output's size from ``manifest.json``. Then the
+generated runner: how long generating it took (its stage), and how long importing it takes in
+a fresh interpreter (compiling and executing the module body, torch already imported).
+
+On a shared 2-core machine wall time includes time spent waiting for a core; CPU time is
+what the command itself used. 1M nodes run only with ``BENCH_SCALE_1M=1`` (generating and
+saving the graph alone takes minutes on these machines).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.util import table
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The stages the optimize command reports, in the order it runs them, and their column name.
+STAGES = [("load", "load"), ("estimate", "estimate"), ("passes", "passes"),
+          ("plan buffers", "plan"), ("generate runner", "runner"), ("build report", "report"),
+          ("write graph", "write graph"), ("write reports", "write reports")]
+_STAGE_LINE = re.compile(r"^(?P<name>[^:\n]+): (?P<seconds>\d+\.\d+) s$", re.M)
+
+
+def _save_graph(nodes: int, path: Path) -> int:
+    """Save a synthetic graph of about ``nodes`` nodes as JSON; returns its node count."""
+    from commopt.io.json_graph import save_json_graph
+    from commopt.synth import graph_with_nodes
+
+    g = graph_with_nodes(nodes)
+    save_json_graph(g, path)
+    return len(g)
+
+
+def _run(cmd: list[str], env: dict[str, str]) -> tuple[int, str, float, float, int]:
+    """Run ``cmd``; (exit code, stderr, wall s, CPU s, peak RSS bytes) of that process."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        text = err.read().decode("utf-8", "replace")
+    return proc.returncode, text, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+
+
+def _stage_seconds(stderr: str) -> dict[str, float]:
+    """Seconds per stage column from the ``-v`` stage lines."""
+    out: dict[str, float] = {}
+    for m in _STAGE_LINE.finditer(stderr):
+        name = m["name"]
+        for prefix, column in STAGES:
+            if name == prefix or name.startswith(prefix + " "):
+                out[column] = out.get(column, 0.0) + float(m["seconds"])
+    return out
+
+
+def _import_seconds(script: Path, env: dict[str, str]) -> float | str:
+    """Seconds to import the runner module in a fresh interpreter (torch imported first)."""
+    code = ("import importlib.util, sys, time, torch\n"
+            "spec = importlib.util.spec_from_file_location('runner', sys.argv[1])\n"
+            "m = importlib.util.module_from_spec(spec)\n"
+            "t = time.perf_counter(); spec.loader.exec_module(m)\n"
+            "print(time.perf_counter() - t)\n")
+    proc = subprocess.run([sys.executable, "-B", "-c", code, str(script)], capture_output=True,
+                          text=True, env=env, timeout=1800)
+    if proc.returncode != 0:
+        return "failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:80]
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
+def _measure(nodes: int, tmp: Path, env: dict[str, str]) -> dict[str, object]:
+    graph = tmp / f"synth_{nodes}.json"
+    n = _save_graph(nodes, graph)
+    out = tmp / f"out_{nodes}"
+    cmd = [sys.executable, "-m", "commopt", "-v", "optimize", str(graph), "-o", str(out)]
+    code, stderr, wall, cpu, rss = _run(cmd, env)
+    row: dict[str, object] = {"nodes": n, "code": code, "wall": wall, "cpu": cpu, "rss": rss,
+                              "stages": _stage_seconds(stderr), "files": {}}
+    if code != 0:
+        row["error"] = stderr.strip().splitlines()[-1][:120] if stderr.strip() else "?"
+        return row
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    row["files"] = {f["name"]: f["bytes"] for f in manifest["files"]}
+    runner = next((out / name for name in row["files"] if name.startswith("run_")), None)
+    row["import"] = _import_seconds(runner, env) if runner is not None else "no runner"
+    graph.unlink()
+    return row
+
+
+#: Corpus graphs (tiny tensors: hidden 64, sequence 16) whose step time is mostly host time.
+HOST_GRAPHS = ["llama_tp_L8", "llama_fsdp"]
+
+
+def _exported_step_us(rank: int, world: int, path: str, iters: int, warmup: int) -> float:
+    """Median microseconds of one call of the archive's graph module on this gloo rank
+    (``run_gloo`` body; the test harness's loader, the archive's example inputs)."""
+    import statistics
+
+    import torch
+    import torch.distributed as dist
+
+    from tests.distributed import flat_inputs, read_groups_record, recreate_groups, rename_groups
+
+    mapping = recreate_groups(read_groups_record(path))
+    ep = torch.export.load(path)
+    gm, inputs = rename_groups(ep, mapping), flat_inputs(ep)
+    times = []
+    with torch.no_grad():
+        for k in range(warmup + iters):
+            dist.barrier()
+            t0 = time.perf_counter()
+            gm(*inputs)
+            if k >= warmup:
+                times.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(times)
+
+
+def _host_rows(tmp: Path, env: dict[str, str], iters: int = 30, warmup: int = 5) -> list[list[object]]:
+    """Per corpus graph: the generated runner's median step (torchrun, gloo, optimized order
+    on its arenas) against the exported module's (same ranks, the archive's inputs)."""
+    from commopt.api import optimize
+    from tests.distributed import run_gloo
+
+    rows: list[list[object]] = []
+    for name in HOST_GRAPHS:
+        path = ROOT / "sample_graphs" / "corpus" / "ws2" / f"{name}.pt2"
+        out = tmp / f"host_{name}"
+        result = optimize(path, output_dir=out, timings=False)
+        script = out / result.outputs.runner_name
+        world = result.graph.world_size or 2
+        res = tmp / f"host_{name}.json"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world),
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", str(script),
+               "--backend", "gloo", "--iters", str(iters), "--warmup", str(warmup), "--out", str(res)]
+        proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=900)
+        runner_us = (json.loads(res.read_text(encoding="utf-8"))["median_us"]
+                     if proc.returncode == 0 else "failed: " + proc.stderr.strip()[-80:])
+        exported_us = max(run_gloo(_exported_step_us, world, str(path), iters, warmup))
+        rows.append([name, len(result.graph), world,
+                     f"{runner_us:.0f}" if isinstance(runner_us, float) else runner_us,
+                     f"{exported_us:.0f}",
+                     f"{exported_us / runner_us:.2f}" if isinstance(runner_us, float) else "-"])
+    return rows
+
+
+def _mb(nbytes: object) -> str:
+    return f"{int(nbytes) / 1e6:.1f}" if isinstance(nbytes, int) else "-"
+
+
+def run(quick: bool) -> str:
+    """The Markdown section of this benchmark."""
+    sizes = [10_000] if quick else [10_000, 100_000]
+    if os.environ.get("BENCH_SCALE_1M") == "1":
+        sizes.append(1_000_000)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        rows = [_measure(n, Path(tmp), env) for n in sizes]
+        host = _host_rows(Path(tmp), env)
+    whole, shares, files, runner = [], [], [], []
+    for r in rows:
+        stages = r["stages"]
+        covered = sum(stages.values())
+        whole.append([r["nodes"], r["wall"], r["cpu"], f"{int(r['rss']) / 2**20:,.0f}",
+                      "ok" if r["code"] == 0 else f"exit {r['code']}: {r.get('error', '')}"])
+        shares.append([r["nodes"], *(f"{100 * stages.get(c, 0.0) / r['wall']:.0f}%" for _, c in STAGES),
+                       f"{100 * max(0.0, r['wall'] - covered) / r['wall']:.0f}%"])
+        by_kind = {"graph": None, "plan": None, "runner": None, "report": None, "trace": None,
+                   "summary": None}
+        for name, size in r["files"].items():
+            kind = ("plan" if name == "buffer_plan.json" else "runner" if name.startswith("run_")
+                    else "report" if name == "report.html" else "trace" if name == "trace.json"
+                    else "summary" if name == "summary.json" else None if name == "manifest.json"
+                    else "graph")
+            if kind is not None:
+                by_kind[kind] = size
+        files.append([r["nodes"], *(_mb(v) for v in by_kind.values())])
+        runner.append([r["nodes"], f"{stages.get('runner', 0.0):.2f}", _mb(by_kind["runner"]),
+                       f"{r['import']:.2f}" if isinstance(r.get("import"), float) else r.get("import", "-")])
+    parts = [
+        "## The whole optimize command at scale\n",
+        "`python -m commopt -v optimize GRAPH -o OUT` in a subprocess on synthetic FSDP JSON "
+        "graphs (`commopt.synth.graph_with_nodes`, analytical estimator, default pipeline, "
+        "every output written). Wall and CPU (user + system) seconds of the process and its "
+        "peak resident memory. On this shared 2-core machine wall time includes waiting for a "
+        "core: CPU seconds are what the command used."
+        + ("" if 1_000_000 in sizes else " 1M nodes are not run by default (`BENCH_SCALE_1M=1`).")
+        + "\n",
+        table(["nodes", "wall s", "CPU s", "peak RSS MiB", "result"], whole),
+        "\nEach stage's share of the wall time (the stage lines of `-v`; other: interpreter "
+        "start, imports, summary and manifest).\n",
+        table(["nodes", *(c for _, c in STAGES), "other"], shares),
+        "\nEach output's size in MB.\n",
+        table(["nodes", "graph", "plan", "runner", "report.html", "trace.json", "summary"], files),
+        "\nThe runner: generating it (its stage), its size, and importing it in a fresh "
+        "interpreter (compile and module body, torch already imported), in seconds.\n",
+        table(["nodes", "generate s", "script MB", "import s"], runner),
+        "\nHost time per step: corpus graphs with tiny tensors (hidden 64, sequence 16) on gloo "
+        "ranks of this CPU machine, median microseconds per step (slowest rank): the generated "
+        "runner (commopt's order on its arenas, `--iters 30`) against "
+        "`torch.export.load(...)`'s graph module called with the archive's example inputs "
+        "(original order, fresh tensors). Both include the collectives.\n",
+        table(["graph", "nodes", "ranks", "runner us", "exported us", "exported / runner"], host),
+    ]
+    return "\n".join(parts) + "\n"

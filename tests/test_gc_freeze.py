@@ -1,0 +1,47 @@
+"""commopt.gc_freeze: objects frozen inside a command are handed back when it returns."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from commopt.gc_freeze import freeze_long_lived, freezing_gc
+
+
+@freezing_gc
+def _command(fail: bool = False) -> int:
+    keep = [object() for _ in range(100)]
+    freeze_long_lived()
+    frozen = gc.get_freeze_count()
+    if fail:
+        raise ValueError("boom")
+    assert keep
+    return frozen
+
+
+def test_frozen_inside_and_handed_back_after():
+    assert gc.get_freeze_count() == 0
+    assert _command() > 0
+    assert gc.get_freeze_count() == 0
+
+
+def test_handed_back_when_the_command_fails():
+    with pytest.raises(ValueError):
+        _command(fail=True)
+    assert gc.get_freeze_count() == 0
+
+
+def test_outside_a_command_nothing_is_frozen():
+    freeze_long_lived()
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_caller_that_froze_objects_keeps_them_frozen():
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        assert _command() == before  # the command does not freeze or unfreeze
+        assert gc.get_freeze_count() == before
+    finally:
+        gc.unfreeze()
