@@ -1,21 +1,15 @@
-"""A minimal W3C WebDriver client over HTTP (standard library only) for chromedriver.
+"""Headless Chromium for the report's browser tests, driven by Selenium through the system's
+chromedriver (``make browser-deps`` installs both from the distribution's packages; Selenium
+never downloads a driver because it is given the driver's path).
 
-Just what the report's browser test needs: start chromedriver on a free localhost port,
-open a headless Chromium session, navigate, run scripts, read the browser console log and
-take a screenshot.
+The tests use a small surface: navigate, run a script, read the browser console, take a
+screenshot. :class:`Browser` gives exactly that over a Selenium session.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import shutil
-import socket
-import subprocess
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -27,100 +21,58 @@ CHROME_ARGS = [
 
 
 def find_browser() -> tuple[str, str] | None:
-    """Paths of chromium and chromedriver, or None when either is missing."""
+    """Paths of chromium and chromedriver, or None when either (or Selenium) is missing."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return None
     chrome = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver")
     return (chrome, driver) if chrome and driver else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class WebDriverError(RuntimeError):
-    """chromedriver answered with an error."""
-
-
 class Browser:
-    """A headless Chromium session driven through chromedriver; use as a context manager."""
+    """A headless Chromium session (Selenium WebDriver); use as a context manager."""
 
-    def __init__(self, chrome: str, driver: str, *, startup_s: float = 30.0) -> None:
+    def __init__(self, chrome: str, driver: str) -> None:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
         self.profile = tempfile.mkdtemp(prefix="commopt-chromium-")
-        port = _free_port()
-        self.base = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + startup_s
-        while True:
-            try:
-                self._call("GET", "/status")
-                break
-            except (urllib.error.URLError, ConnectionError):
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.close()
-                    raise WebDriverError("chromedriver did not start") from None
-                time.sleep(0.1)
-        caps = {"capabilities": {"alwaysMatch": {
-            "browserName": "chrome",
-            "goog:chromeOptions": {"binary": chrome,
-                                   "args": CHROME_ARGS + [f"--user-data-dir={self.profile}"]},
-            "goog:loggingPrefs": {"browser": "ALL"},
-        }}}
+        options = webdriver.ChromeOptions()
+        options.binary_location = chrome
+        for arg in [*CHROME_ARGS, f"--user-data-dir={self.profile}"]:
+            options.add_argument(arg)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         try:
-            self.session = self._call("POST", "/session", caps)["sessionId"]
+            self.driver = webdriver.Chrome(service=Service(executable_path=driver), options=options)
         except BaseException:
-            self.close()
+            shutil.rmtree(self.profile, ignore_errors=True)
             raise
-
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=120) as resp:
-                payload = json.loads(resp.read().decode() or "{}")
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")
-            raise WebDriverError(f"{method} {path}: {exc.code} {detail[:500]}") from None
-        return payload.get("value")
-
-    def _s(self, path: str) -> str:
-        return f"/session/{self.session}{path}"
 
     def get(self, url: str) -> None:
         """Navigate to ``url`` and wait for the load event."""
-        self._call("POST", self._s("/url"), {"url": url})
+        self.driver.get(url)
 
     def execute(self, script: str, *args: Any) -> Any:
         """Run ``script`` (a function body) in the page and return its value."""
-        return self._call("POST", self._s("/execute/sync"), {"script": script, "args": list(args)})
+        return self.driver.execute_script(script, *args)
 
     def console_log(self) -> list[dict[str, Any]]:
-        """Browser console entries since the last call (chromedriver's log endpoint)."""
-        return self._call("POST", self._s("/se/log"), {"type": "browser"}) or []
+        """Browser console entries since the last call."""
+        return self.driver.get_log("browser")
 
     def screenshot(self, path: str | Path) -> bytes:
         """Save a PNG screenshot of the viewport to ``path``; returns the bytes."""
-        png = base64.b64decode(self._call("GET", self._s("/screenshot")))
+        png = self.driver.get_screenshot_as_png()
         Path(path).write_bytes(png)
         return png
 
     def close(self) -> None:
-        """End the session, stop chromedriver and remove the profile directory."""
+        """End the session (stopping chromedriver) and remove the profile directory."""
         try:
-            if getattr(self, "session", None):
-                self._call("DELETE", self._s(""))
-        except (WebDriverError, urllib.error.URLError, ConnectionError):
-            pass
+            self.driver.quit()
         finally:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
             shutil.rmtree(self.profile, ignore_errors=True)
 
     def __enter__(self) -> Browser:
