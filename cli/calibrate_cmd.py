@@ -11,6 +11,7 @@ from commopt.cli.options import (
     format_option,
     pass_app,
 )
+from commopt.cli.progress import stage_progress
 
 
 @click.command("calibrate")
@@ -46,7 +47,8 @@ def calibrate_cmd(app: App, traces: tuple[str, ...], output: str, steps: str | N
             step_list = [int(s) for s in steps.split(",") if s.strip()]
         except ValueError:
             raise OptionError(f"--steps takes step numbers like 4,5, got {steps!r}", field="--steps") from None
-    model = calibrate(files, steps=step_list)
+    with stage_progress(app) as progress:
+        model = calibrate(files, steps=step_list, progress=progress)
     write_profile(model, output)
     for note in model.notes:
         app.warn(note)

@@ -14,6 +14,7 @@ from commopt.cli.options import (
     load_graph_for_cli,
     pass_app,
 )
+from commopt.cli.progress import stage_progress
 
 _file = click.Path(dir_okay=False, path_type=str)
 
@@ -73,10 +74,13 @@ def report_cmd(app: App, graph: str, reordered: str | None, html_path: str | Non
     check_outputs(app, {"--html": html_path, "--trace": trace_path, "--markdown": markdown_path},
                   {"GRAPH": graph, "--reordered": reordered, "--groups": groups_file},
                   estimator_inputs(est), step_summary=True)
-    g = load_graph_for_cli(graph, groups_file, mesh, world_size)
-    r = load_graph_for_cli(reordered, groups_file, mesh, world_size) if reordered is not None else None
-    report = compare_graphs(g, r, estimator_options=est,
-                            max_memory_increase=cfg.get("max_memory_increase"), top=top)
+    with stage_progress(app) as progress:
+        with progress.stage("load"):
+            g = load_graph_for_cli(graph, groups_file, mesh, world_size)
+            r = load_graph_for_cli(reordered, groups_file, mesh, world_size) if reordered is not None else None
+        with progress.stage("estimate and simulate"):
+            report = compare_graphs(g, r, estimator_options=est,
+                                    max_memory_increase=cfg.get("max_memory_increase"), top=top)
     written = []
     if html_path is not None:
         write_html(report, html_path)

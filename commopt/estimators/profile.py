@@ -37,6 +37,7 @@ from commopt.estimators.kineto import (
     trace_files,
 )
 from commopt.ir.graph import Graph, Node, NodeKind, Ref
+from commopt.progress import SILENT, Progress
 from commopt.schemas.profile import CollectiveFit, CollectivePoint, ComputeEntry, ProfileModel
 
 
@@ -106,7 +107,8 @@ def fit_compute(samples: Iterable[ComputeSample]) -> list[ComputeEntry]:
 
 
 def calibrate(trace: str | Path | KinetoTrace | Sequence[str | Path | KinetoTrace], *,
-              steps: Iterable[int] | None = None, separate_waiting: bool = True) -> ProfileModel:
+              steps: Iterable[int] | None = None, separate_waiting: bool = True,
+              progress: Progress = SILENT) -> ProfileModel:
     """Fit a profile model on one trace or several (files, directories, parsed traces),
     optionally only on ``steps``.
 
@@ -116,16 +118,20 @@ def calibrate(trace: str | Path | KinetoTrace | Sequence[str | Path | KinetoTrac
     (:func:`commopt.estimators.transfer.fit_transfer`); with ``separate_waiting=False`` on
     the median raw duration per size, waiting included (the version 1 behaviour, kept to
     compare). Compute samples are pooled per (op, shapes, dtypes) before the medians. A
-    directory stands for its traces (:func:`trace_files`).
+    directory stands for its traces (:func:`trace_files`). ``progress`` hears about reading
+    each trace and the fits.
     """
-    from commopt.estimators.slowdown import compute_slowdown
-    from commopt.estimators.transfer import fit_transfer
-
     items = list(trace) if isinstance(trace, (list, tuple)) else [trace]
     if not items:
         raise OptionError("no trace to calibrate on")
-    traces = [t for item in items
-              for t in ([item] if isinstance(item, KinetoTrace) else map(parse_trace, trace_files([item])))]
+    traces = []
+    for item in items:
+        for t in [item] if isinstance(item, KinetoTrace) else trace_files([item]):
+            if isinstance(t, KinetoTrace):
+                traces.append(t)
+                continue
+            with progress.stage(f"read {Path(t).name}"):
+                traces.append(parse_trace(t))
     keep = set(steps) if steps is not None else None
     notes = [n for t in traces for n in t.notes]
     if keep is not None:
@@ -137,6 +143,15 @@ def calibrate(trace: str | Path | KinetoTrace | Sequence[str | Path | KinetoTrac
     if keep is not None:
         traces = [only_steps(t, keep) for t in traces]
     used = sorted(keep) if keep is not None else sorted({s for t in traces for s in t.steps})
+    with progress.stage("fit collectives and compute"):
+        return _fit(traces, used, notes, separate_waiting)
+
+
+def _fit(traces: list[KinetoTrace], used: list[int], notes: list[str],
+         separate_waiting: bool) -> ProfileModel:
+    from commopt.estimators.slowdown import compute_slowdown
+    from commopt.estimators.transfer import fit_transfer
+
     if separate_waiting:
         fitted = fit_transfer(traces)
         collectives, waiting = fitted.fits, fitted.waiting
