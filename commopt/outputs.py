@@ -22,6 +22,7 @@ command, before anything is written; every command that writes files calls it.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -40,6 +41,9 @@ MANIFEST_FILE = "manifest.json"
 #: set's files survives a killed run, so the next run can still remove the stale ones. It is
 #: not a manifest (only ``manifest.json`` marks a complete set).
 PREVIOUS_MANIFEST_FILE = ".manifest.previous.json"
+#: The names a run is about to write, recorded before it writes any: the files of a run that
+#: was killed before its manifest are still known as commopt's (not the user's) to the next.
+PENDING_FILE = ".manifest.pending.json"
 PLAN_FILE = "buffer_plan.json"
 REPORT_HTML = "report.html"
 TRACE_FILE = "trace.json"
@@ -130,12 +134,14 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
              *([outputs.runner_name] if outputs.runner_name is not None else []),
              *([REPORT_HTML, TRACE_FILE] if outputs.report is not None else []),
              SUMMARY_FILE, MANIFEST_FILE]
-    _refuse_graph_file_clash(outputs.graph_file, [*names[1:], PREVIOUS_MANIFEST_FILE], out)
+    _refuse_graph_file_clash(outputs.graph_file, [*names[1:], PREVIOUS_MANIFEST_FILE, PENDING_FILE], out)
     all_inputs = [("GRAPH", g.source_path), *inputs]
-    check_output_dir(out, [*names, PREVIOUS_MANIFEST_FILE], inputs=all_inputs, force=force)
+    check_output_dir(out, [*names, PREVIOUS_MANIFEST_FILE, PENDING_FILE], inputs=all_inputs, force=force)
     with atomic.write_errors(out):
         out.mkdir(parents=True, exist_ok=True)
     _retire_previous_set(out, set(names), all_inputs)
+    pending = sorted({*names, *_pending_names(out)})  # a killed run's names stay known
+    atomic.write_text(out / PENDING_FILE, json.dumps({"format": "commopt-pending", "files": pending}) + "\n")
     written: list[Path] = []
     with progress.stage("write graph"):
         written.append(save_graph(g, out / outputs.graph_file, list(result.order)))
@@ -160,9 +166,21 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
         manifest = build_manifest(written)
     atomic.write_text(manifest_path, manifest.model_dump_json(indent=2) + "\n")
     written.append(manifest_path)
-    with atomic.write_errors(out / PREVIOUS_MANIFEST_FILE), contextlib.suppress(FileNotFoundError):
-        (out / PREVIOUS_MANIFEST_FILE).unlink()
+    for name in (PREVIOUS_MANIFEST_FILE, PENDING_FILE):
+        with atomic.write_errors(out / name), contextlib.suppress(FileNotFoundError):
+            (out / name).unlink()
     return tuple(written)
+
+
+def _pending_names(output_dir: Path) -> list[str]:
+    """The names in the directory's :data:`PENDING_FILE` ([] when there is none or it is not
+    one commopt wrote)."""
+    try:
+        doc = json.loads(Path(output_dir, PENDING_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    files = doc.get("files") if isinstance(doc, dict) and doc.get("format") == "commopt-pending" else None
+    return [f for f in files if isinstance(f, str) and _plain_name(f)] if isinstance(files, list) else []
 
 
 def file_entry(path: str | os.PathLike[str]) -> ManifestFile:
@@ -209,14 +227,15 @@ def incomplete_files(output_dir: str | os.PathLike[str]) -> list[str] | None:
     return bad
 
 
-def foreign_entries(output_dir: str | os.PathLike[str], new_names: Iterable[str] = ()) -> list[str]:
+def foreign_entries(output_dir: str | os.PathLike[str]) -> list[str]:
     """What in ``output_dir`` commopt did not write, so a run must not touch it without
-    ``--force``: every entry that no manifest there lists (the user's files, folders,
-    links), and every file of ``new_names`` (the names the next set writes) that differs
-    from what commopt recorded (edited since). Sorted; [] for a missing or empty directory.
+    ``--force``: every entry that no record there lists (the user's files, folders, links).
+    Sorted; [] for a missing or empty directory.
 
-    The manifest files themselves and temp files of :func:`commopt.atomic.atomic_path` are
-    commopt's.
+    commopt's are: the files its manifest (or the previous one a run moved aside) lists, the
+    names a run recorded before writing them (:data:`PENDING_FILE`: a killed run's partial
+    set), those records themselves and temp files of :func:`commopt.atomic.atomic_path`. A
+    listed output edited since is still commopt's output: a new run replaces it.
     """
     from commopt import atomic
 
@@ -225,21 +244,15 @@ def foreign_entries(output_dir: str | os.PathLike[str], new_names: Iterable[str]
         entries = sorted(os.scandir(out), key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
         return []
-    listed: dict[str, ManifestFile] = {}
-    for name in (PREVIOUS_MANIFEST_FILE, MANIFEST_FILE):  # the newer record wins
+    listed = set(_pending_names(out))
+    for name in (PREVIOUS_MANIFEST_FILE, MANIFEST_FILE):
         manifest = read_manifest(out, name)
-        listed.update({f.name: f for f in manifest.files} if manifest is not None else {})
-    rewritten = set(new_names)
-    foreign = []
-    for entry in entries:
-        if entry.name in (MANIFEST_FILE, PREVIOUS_MANIFEST_FILE) or atomic.is_temp_file(entry.name):
-            continue
-        recorded = listed.get(entry.name)
-        if recorded is None or not entry.is_file(follow_symlinks=False):
-            foreign.append(entry.name)
-        elif entry.name in rewritten and _changed(Path(entry.path), recorded):
-            foreign.append(entry.name)
-    return foreign
+        if manifest is not None:
+            listed.update(f.name for f in manifest.files)
+    own = (MANIFEST_FILE, PREVIOUS_MANIFEST_FILE, PENDING_FILE)
+    return [entry.name for entry in entries
+            if entry.name not in own and not atomic.is_temp_file(entry.name)
+            and (entry.name not in listed or not entry.is_file(follow_symlinks=False))]
 
 
 def _changed(path: Path, recorded: ManifestFile) -> bool:
@@ -265,7 +278,7 @@ def check_output_dir(output_dir: str | os.PathLike[str], new_names: Iterable[str
     guard_outputs([("--output", out / name) for name in new_names], inputs)
     if force:
         return
-    foreign = foreign_entries(out, new_names)
+    foreign = foreign_entries(out)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise OutputError(f"holds {len(foreign)} file(s) commopt did not write ({shown}); choose an "
@@ -277,7 +290,8 @@ def output_names_known_before_load(graph_path: PathLike | None, output_dir: Path
     """The output file names an optimize run into ``output_dir`` can name before loading its
     graph: the fixed ones and, for a graph given as a file, the reordered graph's (the
     input's name), which must not be one of the fixed ones (OutputError)."""
-    fixed = [PLAN_FILE, REPORT_HTML, TRACE_FILE, SUMMARY_FILE, MANIFEST_FILE, PREVIOUS_MANIFEST_FILE]
+    fixed = [PLAN_FILE, REPORT_HTML, TRACE_FILE, SUMMARY_FILE, MANIFEST_FILE, PREVIOUS_MANIFEST_FILE,
+             PENDING_FILE]
     if graph_path is None:
         return fixed
     _refuse_graph_file_clash(Path(graph_path).name, fixed, Path(output_dir))

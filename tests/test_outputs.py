@@ -15,7 +15,7 @@ import commopt
 from commopt.atomic import FAULT_ENV, is_temp_file
 from commopt.errors import OutputError
 from commopt.ir.builder import GraphBuilder
-from commopt.outputs import MANIFEST_FILE, incomplete_files, read_manifest
+from commopt.outputs import MANIFEST_FILE, PENDING_FILE, incomplete_files, read_manifest
 from commopt.schemas.manifest import Manifest
 from commopt.synth import fsdp_tp_stack
 
@@ -69,13 +69,12 @@ def test_a_directory_with_files_commopt_did_not_write_is_refused_before_any_work
     assert _listing(out) == before
 
 
-def test_an_output_edited_since_commopt_wrote_it_is_refused_and_nothing_changes(tmp_path):
+def test_an_output_commopt_wrote_is_replaced_even_if_edited_since(tmp_path):
     commopt.optimize(_small("small"), output_dir=tmp_path, timings=False)
-    (tmp_path / "report.html").write_text("edited by the user: no longer commopt's file")
-    before = _listing(tmp_path)
-    with pytest.raises(OutputError, match=r"report.html"):
-        commopt.optimize(_small("small"), output_dir=tmp_path, timings=False)
-    assert _listing(tmp_path) == before
+    (tmp_path / "report.html").write_text("edited by the user")
+    commopt.optimize(_small("small"), output_dir=tmp_path, timings=False)
+    assert (tmp_path / "report.html").read_text() != "edited by the user"
+    assert incomplete_files(tmp_path) == []
 
 
 def test_commopts_own_earlier_set_is_replaced_without_force(tmp_path):
@@ -163,13 +162,13 @@ def _optimize(src: Path, out: Path, *extra: str, fault: str | None = None) -> su
 def test_a_killed_optimize_leaves_a_complete_set_or_no_manifest(tmp_path, samples_dir, fault):
     """SIGKILL at each point: a manifest, when there is one, lists exactly files that exist
     with its digests; before the new manifest is in place there is none; the next run
-    completes the set, removes the earlier set's stale file and every orphaned temp file."""
+    completes the set, removes the earlier set's stale file and every orphaned temp file, and
+    needs no --force: the killed run's files are known as commopt's (its pending record)."""
     src, old_src = tmp_path / "g.json", tmp_path / "h.json"
     shutil.copy(samples_dir / "ws2" / "tp.json", src)
     shutil.copy(samples_dir / "ws2" / "tp.json", old_src)
     out = tmp_path / "out"
     assert _optimize(old_src, out, "--passes", "sink-waits").returncode == 0  # the earlier set
-    (out / "notes.txt").write_text("the user's")
     assert incomplete_files(out) == []
 
     proc = _optimize(src, out, fault=fault)
@@ -178,12 +177,13 @@ def test_a_killed_optimize_leaves_a_complete_set_or_no_manifest(tmp_path, sample
     assert state in (None, []), f"a manifest lists missing or changed files: {state}"
     assert (state == []) == (fault == "after-rename:manifest.json")
 
-    assert _optimize(src, out).returncode == 0
+    done = _optimize(src, out)
+    assert done.returncode == 0, done.stderr
     listed = [f.name for f in read_manifest(out).files]
     assert listed == ["g.json", "buffer_plan.json", "run_tp.py", "report.html", "trace.json", "summary.json"]
     assert incomplete_files(out) == []
     names = {p.name for p in out.iterdir()}
-    assert names == {*listed, MANIFEST_FILE, "notes.txt"}  # no h.json, no temp file
+    assert names == {*listed, MANIFEST_FILE}  # no h.json, no temp file, no pending record
     assert not any(is_temp_file(n) for n in names)
 
 
@@ -196,3 +196,17 @@ def test_a_graph_file_named_like_another_output_is_refused(tmp_path, stem):
     with pytest.raises(OutputError, match=f"written as {stem}.json, a file name the output set uses"):
         commopt.optimize(src, output_dir=tmp_path / "out", timings=False)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_first_run_killed_before_its_manifest_needs_no_force_to_finish(tmp_path, samples_dir):
+    """No manifest yet: the partial set is known as commopt's through the pending record."""
+    src = tmp_path / "g.json"
+    shutil.copy(samples_dir / "ws2" / "tp.json", src)
+    out = tmp_path / "out"
+    killed = _optimize(src, out, fault="mid-write:report.html")
+    assert killed.returncode == -signal.SIGKILL and (out / "g.json").exists()
+    assert not (out / MANIFEST_FILE).exists()
+    done = _optimize(src, out)
+    assert done.returncode == 0, done.stderr
+    assert incomplete_files(out) == [] and not (out / PENDING_FILE).exists()
