@@ -291,6 +291,18 @@ def _refuse_graph_file_clash(graph_file: str, other_names: Iterable[str], out: P
                           file=str(out / graph_file), field="--output")
 
 
+def written_by_commopt(path: PathLike) -> bool:
+    """Whether ``path`` is a file of a complete commopt output set, unchanged since: the
+    manifest beside it lists it with its size and SHA-256 (e.g. a reordered graph that
+    ``commopt optimize`` wrote)."""
+    p = Path(path)
+    manifest = read_manifest(p.parent)
+    if manifest is None or not p.is_file():
+        return False
+    entry = next((f for f in manifest.files if f.name == p.name), None)
+    return entry is not None and not _changed(p, entry)
+
+
 def _plain_name(name: str) -> bool:
     """A bare file name (no directory part, not '.'/'..'): all a manifest may list."""
     return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name \

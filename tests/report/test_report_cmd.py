@@ -141,3 +141,27 @@ def test_outputs_are_byte_identical_under_any_hash_seed(graphs, tmp_path):
         outputs.append([(out / name).read_bytes() for name in ("r.html", "t.json", "r.md")]
                        + [done.stdout])
     assert outputs[0] == outputs[1]
+
+
+def test_commopts_own_output_is_not_advised_to_be_reordered(tmp_path, samples_dir, capsys):
+    """Reporting the graph optimize wrote: it is recognized by the manifest beside it, so the
+    report does not tell the user that 'a different order could hide more'; the same file
+    elsewhere (no manifest) still gets that advice where the simulation supports it."""
+    import shutil
+
+    import commopt
+
+    result = commopt.optimize(samples_dir / "ws8" / "fsdp.json", output_dir=tmp_path / "out", timings=False)
+    written = tmp_path / "out" / result.summary.output
+    copy = tmp_path / "copy.json"
+    shutil.copy(written, copy)
+    reports = {}
+    for path in (written, copy):
+        assert _run(["report", str(path), "--format", "json"]) == 0
+        reports[path] = OverlapReport.model_validate_json(capsys.readouterr().out)
+    assert "order" not in [a.code for a in reports[written].advice]
+    assert any("written by commopt optimize" in n for n in reports[written].notes)
+    assert "order" in [a.code for a in reports[copy].advice]
+    written.write_text(written.read_text() + "\n")  # edited since: no longer commopt's file
+    assert _run(["report", str(written), "--format", "json"]) == 0
+    assert "order" in [a.code for a in OverlapReport.model_validate_json(capsys.readouterr().out).advice]
