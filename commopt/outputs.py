@@ -84,6 +84,7 @@ def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPU
             memory_budget_bytes=result.summary.memory_budget_bytes, notes=result.summary.notes,
             certificate=result.summary.certificate,
             data_dependent=result.summary.data_dependent,
+            footprint=footprint, robustness=result.summary.robustness,
         )
     files = [result.summary.output, PLAN_FILE, *([runner_name] if runner_name else []),
              REPORT_HTML, TRACE_FILE, SUMMARY_FILE]
