@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from commopt.assumed_sizes import DEFAULT_SCALES
+from commopt.buffers.footprint import footprint_summary
 from commopt.cross_group import decide_cross_group
 from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
@@ -40,13 +41,12 @@ from commopt.schemas.summary import (
     CrossGroupOrder,
     PassSummary,
     PassTiming,
-    Robustness,
-    ScenarioMakespans,
     SimNumbers,
     Summary,
     Timings,
 )
 from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE
+from commopt.sim.robustness import robustness_summary
 
 __all__ = ["OptimizeResult", "OutputOptions", "build_outputs", "optimize", "write_outputs"]
 
@@ -223,9 +223,11 @@ def optimize(
                             changed=r.changed, note=r.note) for r in pipeline.records],
         before=_numbers(pipeline.initial),
         after=_numbers(final),
-        robustness=_robustness(g, pipeline, durs) if colls else None,
+        robustness=robustness_summary(g, g.original_order, pipeline.order, durs,
+                                      pipeline.initial.makespan_us,
+                                      pipeline.final.makespan_us) if colls else None,
         memory_accounting=memory_accounting,
-        footprint=_footprint_summary(g, pipeline.order, footprint_budget, notes) if colls else None,
+        footprint=footprint_summary(g, pipeline.order, footprint_budget, notes) if colls else None,
         lower_bound_us=certificate.lower_bound_us,
         makespan_over_lower_bound=1.0 + certificate.gap_to_optimal,
         certificate=certificate,
@@ -308,22 +310,6 @@ def _footprint_budget(graph: Graph, max_memory_increase: float, options: OutputO
                                      collective_types=options.comm_buffers)
 
 
-def _footprint_summary(graph: Graph, order: Sequence[int], budget: Any, notes: list[str]):
-    """The summary's footprint entry (before and after, arenas at their lower bound; the output
-    set replaces ``after`` with the runner's exact figure), and a note when over budget."""
-    from commopt.schemas.summary import MemoryFootprint
-
-    if budget is None:
-        return None
-    before = budget.base  # computed once, when the budget was made
-    after = budget.footprint(graph, order)  # memoized: the pass manager checked this order
-    if after.peak_bytes > budget.budget_bytes:
-        notes.append(f"memory budget not met: the footprint (arenas + other live tensors) is "
-                     f"{after.peak_bytes:,} B, the budget {budget.budget_bytes:,} B")
-    return MemoryFootprint(budget_bytes=budget.budget_bytes, before_bytes=before.peak_bytes,
-                           after_bytes=after.peak_bytes, arena_before_bytes=before.arena_bytes,
-                           arena_after_bytes=after.arena_bytes)
-
 
 def _as_saved(graph: Graph, pipeline: PipelineResult, durations: list[float],
               allow_cross_group_reorder: bool, notes: list[str]) -> PipelineResult:
@@ -364,23 +350,6 @@ def _data_dependent(graph: Graph, pipeline: PipelineResult, durations_of: Any,
     if entry is not None:
         notes[:0] = [entry.statement, range_line(entry)]
     return entry
-def _robustness(graph: Graph, pipeline: PipelineResult, durations: list[float]) -> Robustness:
-    """Makespans of the original and the final order under every cost perturbation of
-    :mod:`commopt.sim.robustness` (the same perturbed durations for both)."""
-    from commopt.sim.robustness import COST_ERROR, makespan_range, perturbations
-
-    scenarios = perturbations(graph, durations)
-    before = makespan_range(graph, graph.original_order, durations,
-                            nominal_us=pipeline.initial.makespan_us, scenarios=scenarios)
-    after = makespan_range(graph, pipeline.order, durations,
-                           nominal_us=pipeline.final.makespan_us, scenarios=scenarios)
-    return Robustness(
-        cost_error=COST_ERROR,
-        scenarios=[ScenarioMakespans(scenario=name, before_us=b, after_us=a)
-                   for (name, b), (_, a) in zip(before.scenarios, after.scenarios, strict=True)],
-        before_min_us=before.min_us, before_max_us=before.worst_us,
-        after_min_us=after.min_us, after_max_us=after.worst_us)
-
 
 def _numbers(sim) -> SimNumbers:
     from commopt.assumed_sizes import sim_numbers

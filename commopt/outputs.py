@@ -88,6 +88,7 @@ def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPU
             memory_budget_bytes=result.summary.memory_budget_bytes, notes=result.summary.notes,
             certificate=result.summary.certificate,
             data_dependent=result.summary.data_dependent,
+            footprint=footprint, robustness=result.summary.robustness,
         )
     files = [result.summary.output, PLAN_FILE, *([runner_name] if runner_name else []),
              REPORT_HTML, TRACE_FILE, SUMMARY_FILE]
@@ -303,6 +304,18 @@ def _refuse_graph_file_clash(graph_file: str, other_names: Iterable[str], out: P
         raise OutputError(f"the reordered graph would be written as {graph_file}, a file "
                           "name the output set uses for another file; rename the input graph",
                           file=str(out / graph_file), field="--output")
+
+
+def written_by_commopt(path: PathLike) -> bool:
+    """Whether ``path`` is a file of a complete commopt output set, unchanged since: the
+    manifest beside it lists it with its size and SHA-256 (e.g. a reordered graph that
+    ``commopt optimize`` wrote)."""
+    p = Path(path)
+    manifest = read_manifest(p.parent)
+    if manifest is None or not p.is_file():
+        return False
+    entry = next((f for f in manifest.files if f.name == p.name), None)
+    return entry is not None and not _changed(p, entry)
 
 
 def _plain_name(name: str) -> bool:

@@ -67,6 +67,8 @@ class NodeModel(_Strict):
     alias_of: str | None = Field(None, description="input whose storage the output shares")
     mutates: list[str] = Field(default_factory=list)
     side_effect: bool = False
+    rng: bool = Field(False, description="draws random numbers: kept in order with other RNG ops "
+                                         "and side effects; collectives may cross it")
     duration_us: float | None = Field(None, ge=0)
     attrs: dict[str, Any] = Field(default_factory=dict)
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from commopt.schemas.summary import Certificate, DataDependentSizes
+from commopt.schemas.summary import Certificate, DataDependentSizes, MemoryFootprint, Robustness
 
 FORMAT_NAME = "commopt-report"
 FORMAT_VERSION = 1
@@ -179,6 +179,12 @@ class OverlapReport(_Model):
         None, description="sizes the program computes when it runs: the values every number "
                           "above assumed, and the result at multiples of them; null when every "
                           "size is static")
+    footprint: MemoryFootprint | None = Field(
+        None, description="what the runner holds (arenas + other live tensors) in the first and "
+                          "the last schedule; null without collectives")
+    robustness: Robustness | None = Field(
+        None, description="makespans of the first and the last schedule when every cost estimate "
+                          "is off by up to +-cost_error; null without collectives")
 
     @property
     def final(self) -> ScheduleReport:

@@ -163,6 +163,7 @@ def _changed_node_fields():
         "alias_of": i["x"],
         "mutates": (i["x"],),
         "side_effect": True,
+        "rng": True,
         "attrs": {"role": "parameter"},
     }
 

@@ -102,3 +102,23 @@ class FootprintBudget:
     def fits(self, graph: Graph, order: Sequence[int]) -> bool:
         """Whether ``order``'s footprint is within the budget."""
         return self.peak(graph, order) <= self.budget_bytes
+
+
+def footprint_summary(graph: Graph, order: Sequence[int], budget: FootprintBudget | None,
+                      notes: list[str]):
+    """The summary's and the report's footprint entry for ``order`` under ``budget`` (a
+    :class:`FootprintBudget`; None gives None): before and after, arenas at their lower
+    bound (an output set replaces ``after`` with the runner's exact figure); appends a note
+    to ``notes`` when over budget."""
+    from commopt.schemas.summary import MemoryFootprint
+
+    if budget is None:
+        return None
+    before = budget.base  # computed once, when the budget was made
+    after = budget.footprint(graph, order)  # memoized: the pass manager checked this order
+    if after.peak_bytes > budget.budget_bytes:
+        notes.append(f"memory budget not met: the footprint (arenas + other live tensors) is "
+                     f"{after.peak_bytes:,} B, the budget {budget.budget_bytes:,} B")
+    return MemoryFootprint(budget_bytes=budget.budget_bytes, before_bytes=before.peak_bytes,
+                           after_bytes=after.peak_bytes, arena_before_bytes=before.arena_bytes,
+                           arena_after_bytes=after.arena_bytes)

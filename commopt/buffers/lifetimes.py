@@ -311,7 +311,7 @@ def _may_write_in_place(value: Node) -> bool:
     with an out= variant (not a graph input, a view, an in-place or side-effecting op)."""
     if value.kind is not NodeKind.COMPUTE:
         return False
-    if len(value.outputs) != 1 or value.mutates or value.side_effect or value.alias_of is not None:
+    if len(value.outputs) != 1 or value.mutates or value.side_effect or value.rng or value.alias_of is not None:
         return False
     return has_out_variant(value.op)
 

@@ -15,9 +15,11 @@ Rules (see docs/design.md, "The graph IR"):
 - an op whose schema writes an argument (``Tensor(a!)``) mutates it, and aliases it when the
   result carries the same alias set; an op whose result aliases an argument without writing
   anything is a VIEW;
-- RNG ops (``nondeterministic_seeded``), ops with neither result nor write, and targets with
-  no schema (Python callables, higher-order ops) are side effects, except pure Python
-  arithmetic on sizes (``operator.*``, ``math.*``, ``torch.sym_*``).
+- RNG ops (``nondeterministic_seeded``) are ``rng``: ordered among themselves and around
+  side effects, but collectives may cross them (communication draws no random numbers);
+- ops with neither result nor write, and targets with no schema (Python callables,
+  higher-order ops) are side effects, except pure Python arithmetic on sizes
+  (``operator.*``, ``math.*``, ``torch.sym_*``).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class OpFacts:
 
     kind: NodeKind
     side_effect: bool = False
+    rng: bool = False
     collective: tuple[str, bool, bool, str | None] | None = None
     writes: tuple[str, ...] = ()
     alias_arg: str | None = None
@@ -111,7 +114,7 @@ def _classify(target: Any) -> OpFacts:
         writes, alias_arg = _schema_alias(schema)
         seeded = torch.Tag.nondeterministic_seeded in target.tags
         if writes:
-            return OpFacts(NodeKind.COMPUTE, side_effect=seeded, writes=writes,
+            return OpFacts(NodeKind.COMPUTE, rng=seeded, writes=writes,
                            alias_arg=alias_arg, arg_names=arg_names)
         if alias_arg is not None:
             return OpFacts(NodeKind.VIEW, alias_arg=alias_arg, arg_names=arg_names)
@@ -119,7 +122,8 @@ def _classify(target: Any) -> OpFacts:
         # metadata assertions export inserts (they only raise; making them barriers would pin
         # every collective around them)
         no_effect_visible = not schema.returns and not name.startswith("_assert")
-        return OpFacts(NodeKind.COMPUTE, side_effect=seeded or no_effect_visible, arg_names=arg_names)
+        return OpFacts(NodeKind.COMPUTE, side_effect=no_effect_visible, rng=seeded and not no_effect_visible,
+                       arg_names=arg_names)
     module = getattr(target, "__module__", None) or ""
     if module in _PURE_MODULES or target in (math.ceil, math.floor) or _is_sym_function(target):
         return OpFacts(NodeKind.COMPUTE)

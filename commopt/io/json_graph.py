@@ -312,7 +312,8 @@ def _fast_node(nd: Any) -> bool:
             return False
     if type(nd.get("args", ())) not in (list, tuple) or type(nd.get("kwargs", {})) is not dict:
         return False
-    if type(nd.get("attrs", {})) is not dict or type(nd.get("side_effect", False)) is not bool:
+    if type(nd.get("attrs", {})) is not dict or type(nd.get("side_effect", False)) is not bool \
+            or type(nd.get("rng", False)) is not bool:
         return False
     outs = nd.get("outputs", ())
     if type(outs) not in (list, tuple) or not all(_fast_tensor(t) for t in outs):
@@ -459,6 +460,7 @@ def _build(raw: dict[str, Any], file: str | None) -> Graph:
                 alias_of=resolve(alias_of, "alias_of") if alias_of is not None else None,
                 mutates=tuple(resolve(s, "mutates") for s in mutates) if mutates else (),
                 side_effect=nd.get("side_effect", False),
+                rng=nd.get("rng", False),
                 duration_us=float(d) if d is not None else None,
                 attrs=dict(nd["attrs"]) if nd.get("attrs") else {},
             )
@@ -525,6 +527,8 @@ def node_to_dict(graph: Graph, node: Node) -> dict[str, Any]:
         d["mutates"] = [name_of(i) for i in node.mutates]
     if node.side_effect:
         d["side_effect"] = True
+    if node.rng:
+        d["rng"] = True
     if node.duration_us is not None:
         d["duration_us"] = node.duration_us
     if node.attrs:

@@ -375,7 +375,7 @@ def _convert(fx_graph: Any, roles: dict[str, tuple[str, Any]], out_roles: list[t
                 group_sizes.setdefault(g, None)
         nodes.append(Node(kind=kind, op=op, inputs=inputs, args=args, kwargs=kwargs,
                           collective=collective, alias_of=alias_of, mutates=mutates,
-                          side_effect=facts.side_effect, attrs=attrs, **common))
+                          side_effect=facts.side_effect, rng=facts.rng, attrs=attrs, **common))
     return nodes, group_sizes, sized
 
 

@@ -73,7 +73,7 @@ class GraphBuilder:
     def compute(self, name: str, op: str, inputs: Sequence[int], shape: Sequence[int] | None,
                 dtype: str = "float32", *, duration_us: float | None = None,
                 mutates: Sequence[int] = (), alias_of: int | None = None,
-                side_effect: bool = False, args: Sequence[Any] | None = None,
+                side_effect: bool = False, rng: bool = False, args: Sequence[Any] | None = None,
                 kwargs: dict[str, Any] | None = None) -> int:
         """A compute node; ``shape=None`` for a node that produces no tensor."""
         outs = (TensorMeta(dtype, tuple(shape)),) if shape is not None else ()
@@ -81,7 +81,7 @@ class GraphBuilder:
             name, NodeKind.COMPUTE, op, inputs, outputs=outs,
             args=tuple(args) if args is not None else tuple(Ref(i) for i in inputs),
             kwargs=dict(kwargs or {}), duration_us=duration_us, mutates=tuple(mutates),
-            alias_of=alias_of, side_effect=side_effect,
+            alias_of=alias_of, side_effect=side_effect, rng=rng,
         )
 
     def view(self, name: str, source: int, shape: Sequence[int] | None = None,

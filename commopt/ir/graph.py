@@ -159,7 +159,9 @@ class Node:
     ``kwargs`` keep the full call with :class:`Ref` for node values so generated code can
     call the op. ``alias_of`` names the input whose storage this node's output shares (views,
     in-place ops, waits); ``mutates`` the inputs whose storage it writes. ``side_effect``
-    marks an ordering barrier (send/recv, RNG, unknown or mutable schemas).
+    marks an ordering barrier (send/recv, unknown or mutable schemas); ``rng`` an op that
+    draws from the random number generator (``nondeterministic_seeded``): RNG ops keep their
+    order among themselves and around barriers, but collectives and waits may cross them.
     """
 
     index: int
@@ -175,6 +177,7 @@ class Node:
     alias_of: int | None = None
     mutates: tuple[int, ...] = ()
     side_effect: bool = False
+    rng: bool = False
     duration_us: float | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
 
@@ -335,6 +338,8 @@ def _ordering_edges(
       write also follows that wait;
     - side effects: side-effecting nodes keep their relative order, and no collective or
       wait crosses one;
+    - randomness: RNG ops keep their order among themselves and around side-effecting
+      nodes (the generator's draws stay the same), but collectives and waits may cross them;
     - collectives of one process group keep their relative order (every rank must issue
       them in the same order).
     """
@@ -344,6 +349,7 @@ def _ordering_edges(
     # waits of collectives that read a storage, pending until a later write
     inflight_readers: dict[int, list[int]] = {}
     last_barrier: int | None = None
+    last_sequenced: int | None = None  # the latest barrier or RNG op
     comm_since_barrier: list[int] = []
     last_coll_in_group: dict[str, int] = {}
     for node in nodes:
@@ -373,12 +379,16 @@ def _ordering_edges(
             last_writer[r] = i
             readers_since_write[r] = []
         if node.side_effect:
-            if last_barrier is not None:
-                edges.append((last_barrier, i))
+            if last_sequenced is not None:
+                edges.append((last_sequenced, i))
             for c in comm_since_barrier:
                 edges.append((c, i))
             comm_since_barrier = []
-            last_barrier = i
+            last_barrier = last_sequenced = i
+        elif node.rng:
+            if last_sequenced is not None:
+                edges.append((last_sequenced, i))
+            last_sequenced = i
         elif node.kind in (NodeKind.COLLECTIVE, NodeKind.WAIT):
             if last_barrier is not None:
                 edges.append((last_barrier, i))

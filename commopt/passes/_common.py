@@ -139,7 +139,7 @@ def zero_cost_view_mask(graph: Graph) -> bytearray:
     """1 for nodes that never read data: views and metadata-only ops (no fake uses)."""
     mask = bytearray(len(graph))
     for node in graph.nodes:
-        if node.side_effect or node.mutates:
+        if node.side_effect or node.rng or node.mutates:
             continue
         if node.kind is NodeKind.VIEW or node.op in METADATA_OPS:
             mask[node.index] = 1

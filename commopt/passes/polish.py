@@ -58,6 +58,7 @@ def polish(graph: Graph, order: Sequence[int], ctx: PassContext, *, candidates: 
     nodes = graph.nodes
     viewish = zero_cost_view_mask(graph)
     movable = [nodes[i].kind is NodeKind.COMPUTE and not viewish[i] and not nodes[i].side_effect
+               and not nodes[i].rng
                for i in range(n)]
     current = list(order)
     sim = ctx.simulate(graph, current)

@@ -49,6 +49,8 @@ def build_report(
     optimized: bool | None = None,
     certificate: Certificate | None = None,
     data_dependent: Any = None,
+    footprint: Any = None,
+    robustness: Any = None,
 ) -> OverlapReport:
     """The overlap report of ``graph`` in ``before_order`` and, when given, ``after_order``.
 
@@ -66,6 +68,9 @@ def build_report(
     from the cheap bounds of its simulation).
     ``data_dependent`` (a :class:`~commopt.schemas.summary.DataDependentSizes`) states the
     values assumed for data-dependent sizes; every renderer shows it next to the numbers.
+    ``footprint`` (a :class:`~commopt.schemas.summary.MemoryFootprint`) and ``robustness``
+    (a :class:`~commopt.schemas.summary.Robustness`) are the summary's entries, shown beside
+    the peak memory and the makespan.
     """
     n = len(graph)
     if len(durations_us) != n:
@@ -119,6 +124,8 @@ def build_report(
         "notes": list(notes),
         "certificate": certificate if certificate is not None else certify(final_sim),
         "data_dependent": data_dependent.model_dump() if data_dependent is not None else None,
+        "footprint": footprint.model_dump() if footprint is not None else None,
+        "robustness": robustness.model_dump() if robustness is not None else None,
     })
 
 

@@ -29,7 +29,9 @@ def compare_graphs(
     ``reordered`` is the same graph in another order (e.g. written by ``commopt optimize``),
     matched by node names. ``estimator_options`` is an
     :class:`~commopt.estimators.EstimatorOptions` (default: analytical). The graph's load
-    warnings (e.g. unknown group ranks) lead the report's notes.
+    warnings (e.g. unknown group ranks) lead the report's notes. A single graph that is
+    commopt's own output (listed, unchanged, in the manifest beside it) is reported as
+    already optimized: no advice to reorder it.
     """
     from commopt.estimators import EstimatorOptions, resolve
     from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE, memory_budget
@@ -46,12 +48,42 @@ def compare_graphs(
     if after is not None:
         notes.append(f"'after' is the order of {_name(reordered)}, matched to "
                      f"{_name(graph)} by node name")
+    from commopt.outputs import written_by_commopt
+
+    optimized = None
+    if after is None and graph.source_path and written_by_commopt(graph.source_path):
+        optimized = True
+        notes.append(f"{_name(graph)} was written by commopt optimize (listed in the manifest "
+                     "beside it): its order is the optimized one")
     entry = _data_dependent(graph, after, durations, chain.durations)
     if entry is not None:
         notes[:0] = [entry.statement, range_line(entry)]
+    sims, footprint, robustness = _footprint_and_robustness(graph, after, durations, increase, notes)
     return build_report(graph, graph.original_order, after, durations,
                         estimator_name=chain.name, top=top, memory_budget_bytes=budget,
-                        notes=notes, data_dependent=entry)
+                        notes=notes, data_dependent=entry, optimized=optimized,
+                        before_sim=sims[0], after_sim=sims[1],
+                        footprint=footprint, robustness=robustness)
+
+
+def _footprint_and_robustness(graph: Graph, after, durations, increase: float, notes: list[str]):
+    """The simulations of both orders (the second None without ``after``), and the summary's
+    footprint and robustness entries for them (None without collectives): what the runner
+    would hold with the default buffer plan, and the makespans under +-30% cost errors."""
+    from commopt.buffers.footprint import FootprintBudget, footprint_summary
+    from commopt.sim import simulate
+    from commopt.sim.robustness import robustness_summary
+
+    final = after if after is not None else graph.original_order
+    before_sim = simulate(graph, graph.original_order, durations)
+    after_sim = simulate(graph, after, durations) if after is not None else None
+    if not graph.collectives():
+        return (before_sim, after_sim), None, None
+    budget = FootprintBudget.for_graph(graph, increase, graph.original_order)
+    footprint = footprint_summary(graph, final, budget, notes)
+    robustness = robustness_summary(graph, graph.original_order, final, durations,
+                                    before_sim.makespan_us, (after_sim or before_sim).makespan_us)
+    return (before_sim, after_sim), footprint, robustness
 
 
 def _data_dependent(graph: Graph, after, durations, durations_of):

@@ -163,7 +163,7 @@ def render_html(report: OverlapReport) -> str:
     ]
     headers, rows = tables.summary_rows(report)
     parts.append(_table(headers, rows, numeric=("value", "before", "after", "change")))
-    for text in tables.certificate_lines(report):
+    for text in [*tables.certificate_lines(report), *tables.robustness_lines(report)]:
         parts.append(f'<p class="sub">{e(text)}</p>')
     headers, rows, about_sizes = tables.data_dependent_rows(report)
     if rows:

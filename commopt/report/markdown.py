@@ -52,7 +52,8 @@ def render_markdown(report: OverlapReport) -> str:
     headers, rows = tables.top_rows(report)
     lines += ["", f"### Most exposed collectives{about}", ""]
     lines += _table(headers, rows) if rows else ["No exposed collectives."]
-    lines += [""] + [_cell(text) for text in tables.certificate_lines(report)]
+    lines += [""] + [_cell(text) for text in [*tables.certificate_lines(report),
+                                               *tables.robustness_lines(report)]]
     lines += ["", "### What would help", ""]
     lines += [f"- {_cell(text)}" for text in tables.advice_lines(report)]
     for note in report.notes:

@@ -80,8 +80,29 @@ def summary_rows(report: OverlapReport) -> tuple[list[str], list[list[str]]]:
         row("compute", lambda s: s.total_compute_us, fmt.us),
         row("communication", lambda s: s.total_comm_us, fmt.us),
     ]
+    f = report.footprint
+    if f is not None:  # what the runner holds: its arenas for the whole step + the other tensors
+        rows.append(["runner footprint", fmt.nbytes(f.before_bytes)]
+                    + ([fmt.nbytes(f.after_bytes), fmt.change(f.before_bytes, f.after_bytes)]
+                       if a is not None else []))
+        rows.append(["  of which arenas", fmt.nbytes(f.arena_before_bytes)]
+                    + ([fmt.nbytes(f.arena_after_bytes), fmt.change(f.arena_before_bytes, f.arena_after_bytes)]
+                       if a is not None else []))
     rows.append(["estimator", report.estimator] + (["", ""] if a is not None else []))
     return headers, rows
+
+
+def robustness_lines(report: OverlapReport) -> list[str]:
+    """How the makespan moves when every estimate is off by up to +-30% (one line, or none)."""
+    r = report.robustness
+    if r is None:
+        return []
+    what = f"with every cost off by up to {r.cost_error:.0%} ({len(r.scenarios)} scenarios) the makespan is "
+    if report.after is None:
+        return [what + f"{fmt.us(r.before_min_us)} to {fmt.us(r.before_max_us)}"]
+    worst = f"; worst case {r.after_max_us / r.before_max_us - 1:+.1%}" if r.before_max_us > 0 else ""
+    return [what + f"{fmt.us(r.before_min_us)} to {fmt.us(r.before_max_us)} before, "
+            f"{fmt.us(r.after_min_us)} to {fmt.us(r.after_max_us)} after{worst}"]
 
 
 def data_dependent_rows(report: OverlapReport) -> tuple[list[str], list[list[str]], list[str]]:

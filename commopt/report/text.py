@@ -111,7 +111,7 @@ def render_text(report: OverlapReport, console: Console, *,
             _line(console, f"  {k}. {c.node}: {tables.reasons_text(c)}")
     else:
         _line(console, f"no exposed collectives{about}")
-    for text in tables.certificate_lines(report):
+    for text in [*tables.certificate_lines(report), *tables.robustness_lines(report)]:
         _line(console, text)
     _line(console, "what would help:")
     for text in tables.advice_lines(report):

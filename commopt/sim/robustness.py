@@ -81,3 +81,24 @@ def makespan_range(graph: Graph, order: Sequence[int], durations_us: Sequence[fl
         nominal_us = makespan_us(graph, order, durations_us)
     return MakespanRange(nominal_us, tuple((name, makespan_us(graph, order, durs))
                                            for name, durs in scenarios))
+
+
+def robustness_summary(graph: Graph, before_order: Sequence[int], after_order: Sequence[int],
+                       durations_us: Sequence[float], before_makespan_us: float,
+                       after_makespan_us: float):
+    """The summary's and the report's robustness entry
+    (:class:`~commopt.schemas.summary.Robustness`): both orders' makespans under every
+    scenario, the same perturbed durations for both."""
+    from commopt.schemas.summary import Robustness, ScenarioMakespans
+
+    scenarios = perturbations(graph, durations_us)
+    before = makespan_range(graph, before_order, durations_us, nominal_us=before_makespan_us,
+                            scenarios=scenarios)
+    after = makespan_range(graph, after_order, durations_us, nominal_us=after_makespan_us,
+                           scenarios=scenarios)
+    return Robustness(
+        cost_error=COST_ERROR,
+        scenarios=[ScenarioMakespans(scenario=name, before_us=b, after_us=a)
+                   for (name, b), (_, a) in zip(before.scenarios, after.scenarios, strict=True)],
+        before_min_us=before.min_us, before_max_us=before.worst_us,
+        after_min_us=after.min_us, after_max_us=after.worst_us)

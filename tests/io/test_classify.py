@@ -55,7 +55,7 @@ def test_schema_decides_kind_alias_and_mutation():
     assert ar.mutates == (n["add_"].index,)
     assert n["wait_tensor"].kind is NodeKind.WAIT and n["wait_tensor"].wait_of == ar.index
     assert n["split"].kind is NodeKind.VIEW and n["getitem"].kind is NodeKind.VIEW
-    assert n["rand"].side_effect and n["rand"].kind is NodeKind.COMPUTE
+    assert n["rand"].rng and not n["rand"].side_effect and n["rand"].kind is NodeKind.COMPUTE
     assert graph.storage_root[n["view"].index] == n["relu"].index
 
 
@@ -67,12 +67,26 @@ def test_coalesced_collective_is_waited_per_tensor_through_getitem():
     assert waits == ["wait_tensor_1", "wait_tensor_2"]
 
 
-def test_side_effect_orders_collectives_around_it():
+def test_an_rng_op_does_not_pin_collectives():
+    """Communication draws no random numbers: a collective may cross an RNG op (dropout, CPU
+    flash attention), which only keeps its place among RNG ops and side effects."""
     graph = graph_from_torch(_hand_graph())
     rand, co = graph.index_of["rand"], graph.index_of["all_gather_into_tensor_coalesced"]
     wait0 = graph.index_of["wait_tensor"]
-    assert (wait0, rand) in graph.ordering_edges
-    assert rand in graph.preds(co)
+    assert (wait0, rand) not in graph.ordering_edges  # a barrier would follow every earlier wait
+    assert rand in graph.preds(co)  # the all_gather reads it: a data edge, nothing more
+
+
+def test_seeded_ops_are_rng_not_barriers():
+    import torch
+
+    from commopt.io.classify import classify
+
+    for op in (torch.ops.aten.rand.default, torch.ops.aten.native_dropout.default,
+               torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
+               torch.ops.aten.bernoulli_.float):
+        facts = classify(op)
+        assert facts.rng and not facts.side_effect, op
 
 
 def test_args_keep_refs_and_symbols():

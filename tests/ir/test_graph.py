@@ -58,6 +58,24 @@ def test_side_effect_is_a_barrier_for_collectives():
     assert g.nodes[bar].kind is NodeKind.COMPUTE
 
 
+def test_rng_ops_keep_their_order_but_collectives_cross_them():
+    b = GraphBuilder(world_size=2)
+    b.group("0", ranks=[0, 1])
+    x = b.input("x", (4,))
+    r1 = b.compute("r1", "aten.rand.default", [], (4,), rng=True)
+    c1 = b.collective("c1", "all_reduce", "0", x)
+    w1 = b.wait("w1", c1)
+    r2 = b.compute("r2", "aten.rand.default", [], (4,), rng=True)
+    bar = b.compute("print", "aten._print.default", [], None, side_effect=True)
+    r3 = b.compute("r3", "aten.rand.default", [], (4,), rng=True)
+    b.output([w1, r1, r2, r3])
+    g = b.build()
+    edges = set(g.ordering_edges)
+    assert {(r1, r2), (r2, bar), (bar, r3)} <= edges  # the generator's draws stay in order
+    assert not {(r1, c1), (c1, r2), (w1, r2), (r2, c1)} & edges  # communication crosses RNG
+    assert {(c1, bar), (w1, bar)} <= edges  # a barrier still pins it
+
+
 def test_unwaited_collective_is_rejected():
     b = GraphBuilder(world_size=2)
     b.group("0", ranks=[0, 1])

@@ -141,3 +141,54 @@ def test_outputs_are_byte_identical_under_any_hash_seed(graphs, tmp_path):
         outputs.append([(out / name).read_bytes() for name in ("r.html", "t.json", "r.md")]
                        + [done.stdout])
     assert outputs[0] == outputs[1]
+
+
+def test_commopts_own_output_is_not_advised_to_be_reordered(tmp_path, samples_dir, capsys):
+    """Reporting the graph optimize wrote: it is recognized by the manifest beside it, so the
+    report does not tell the user that 'a different order could hide more'; the same file
+    elsewhere (no manifest) still gets that advice where the simulation supports it."""
+    import shutil
+
+    import commopt
+
+    result = commopt.optimize(samples_dir / "ws8" / "fsdp.json", output_dir=tmp_path / "out", timings=False)
+    written = tmp_path / "out" / result.summary.output
+    copy = tmp_path / "copy.json"
+    shutil.copy(written, copy)
+    reports = {}
+    for path in (written, copy):
+        assert _run(["report", str(path), "--format", "json"]) == 0
+        reports[path] = OverlapReport.model_validate_json(capsys.readouterr().out)
+    assert "order" not in [a.code for a in reports[written].advice]
+    assert any("written by commopt optimize" in n for n in reports[written].notes)
+    assert "order" in [a.code for a in reports[copy].advice]
+    written.write_text(written.read_text() + "\n")  # edited since: no longer commopt's file
+    assert _run(["report", str(written), "--format", "json"]) == 0
+    assert "order" in [a.code for a in OverlapReport.model_validate_json(capsys.readouterr().out).advice]
+
+
+def test_report_shows_the_runner_footprint_and_the_makespan_range(graphs, tmp_path, capsys):
+    """Issue 14: the report shows what the runner holds (arenas + other live tensors) next to
+    the live-tensor peak; issue 20: how the makespans move when every cost is off by 30%."""
+    graph, reordered = graphs
+    md = tmp_path / "r.md"
+    assert _run(["report", str(graph), "--reordered", str(reordered), "--markdown", str(md),
+                 "--format", "json"]) == 0
+    report = OverlapReport.model_validate_json(capsys.readouterr().out)
+    f, r = report.footprint, report.robustness
+    assert f is not None and f.after_bytes >= f.arena_after_bytes > 0
+    assert r is not None and r.before_min_us <= report.before.makespan_us <= r.before_max_us
+    assert r.after_min_us <= report.after.makespan_us <= r.after_max_us
+    text = md.read_text()
+    assert "runner footprint" in text and "of which arenas" in text
+    assert "with every cost off by up to 30%" in text
+
+
+def test_optimize_report_shows_the_runners_exact_footprint(tmp_path, samples_dir):
+    import commopt
+
+    result = commopt.optimize(samples_dir / "ws2" / "fsdp.json", output_dir=tmp_path / "out", timings=False)
+    report = result.outputs.report
+    assert report.footprint == result.summary.footprint and report.robustness == result.summary.robustness
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "runner footprint" in html and "with every cost off by up to 30%" in html
