@@ -15,6 +15,7 @@ from commopt.cli.options import (
     pass_app,
 )
 from commopt.cli.progress import stage_progress
+from commopt.outputs import written_by_commopt
 
 _file = click.Path(dir_okay=False, path_type=str)
 
@@ -80,7 +81,8 @@ def report_cmd(app: App, graph: str, reordered: str | None, html_path: str | Non
             r = load_graph_for_cli(reordered, groups_file, mesh, world_size) if reordered is not None else None
         with progress.stage("estimate and simulate"):
             report = compare_graphs(g, r, estimator_options=est,
-                                    max_memory_increase=cfg.get("max_memory_increase"), top=top)
+                                    max_memory_increase=cfg.get("max_memory_increase"), top=top,
+                                    own_output=reordered is None and written_by_commopt(graph))
     written = []
     if html_path is not None:
         write_html(report, html_path)

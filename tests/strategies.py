@@ -100,3 +100,20 @@ def graph_and_durations(draw, **kw) -> tuple[Graph, list[float]]:
         else:
             durs.append(0.0)
     return g, durs
+
+
+def random_topological_order(graph, rng) -> list[int]:
+    """A valid order of ``graph`` (data and ordering edges), each step a random ready node:
+    the orders a property test compares a bound or a plan against."""
+    indegree = [len(graph.preds(i)) for i in range(len(graph))]
+    ready = [i for i, d in enumerate(indegree) if d == 0]
+    order: list[int] = []
+    while ready:
+        i = ready.pop(rng.randrange(len(ready)))
+        order.append(i)
+        for j in graph.succs(i):
+            indegree[j] -= 1
+            if indegree[j] == 0:
+                ready.append(j)
+    assert len(order) == len(graph)
+    return order

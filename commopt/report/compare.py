@@ -23,14 +23,15 @@ def compare_graphs(
     estimator_options=None,
     max_memory_increase: float | None = None,
     top: int = TOP_EXPOSED,
+    own_output: bool = False,
 ) -> OverlapReport:
     """Report ``graph`` in its own order and, when given, in ``reordered``'s order.
 
     ``reordered`` is the same graph in another order (e.g. written by ``commopt optimize``),
     matched by node names. ``estimator_options`` is an
     :class:`~commopt.estimators.EstimatorOptions` (default: analytical). The graph's load
-    warnings (e.g. unknown group ranks) lead the report's notes. A single graph that is
-    commopt's own output (listed, unchanged, in the manifest beside it) is reported as
+    warnings (e.g. unknown group ranks) lead the report's notes. ``own_output``: ``graph``
+    alone is commopt's own output (:func:`commopt.outputs.written_by_commopt`), reported as
     already optimized: no advice to reorder it.
     """
     from commopt.estimators import EstimatorOptions, resolve
@@ -48,10 +49,8 @@ def compare_graphs(
     if after is not None:
         notes.append(f"'after' is the order of {_name(reordered)}, matched to "
                      f"{_name(graph)} by node name")
-    from commopt.outputs import written_by_commopt
-
     optimized = None
-    if after is None and graph.source_path and written_by_commopt(graph.source_path):
+    if after is None and own_output:
         optimized = True
         notes.append(f"{_name(graph)} was written by commopt optimize (listed in the manifest "
                      "beside it): its order is the optimized one")

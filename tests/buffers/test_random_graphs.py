@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-import random
-
 from hypothesis import given
 from hypothesis import strategies as st
 
 from commopt.buffers import compare_plans, plan_buffers, validate_plan
-from tests.strategies import graphs
-
-
-def _random_topological_order(graph, rng: random.Random) -> list[int]:
-    indegree = [len(graph.preds(i)) for i in range(len(graph))]
-    ready = [i for i, d in enumerate(indegree) if d == 0]
-    order: list[int] = []
-    while ready:
-        i = ready.pop(rng.randrange(len(ready)))
-        order.append(i)
-        for j in graph.succs(i):
-            indegree[j] -= 1
-            if indegree[j] == 0:
-                ready.append(j)
-    assert len(order) == len(graph)
-    return order
+from tests.strategies import graphs, random_topological_order
 
 
 @given(graphs(), st.randoms(use_true_random=False), st.sampled_from([1, 64, 512, 4096]))
 def test_random_graph_plans_validate(graph, rng, align):
-    order = _random_topological_order(graph, rng)
+    order = random_topological_order(graph, rng)
     plan = plan_buffers(graph, order, align=align)
     assert validate_plan(graph, order, plan) == []
     for arena in plan.groups:

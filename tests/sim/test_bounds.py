@@ -16,7 +16,7 @@ from commopt.passes.manager import PassManager
 from commopt.passes.registry import get_registry, parse_pipeline
 from commopt.sim import lower_bounds, simulate
 from commopt.sim.model import step_durations
-from tests.strategies import graph_and_durations
+from tests.strategies import graph_and_durations, random_topological_order
 
 
 def _durations(graph, **by_name: float) -> list[float]:
@@ -95,26 +95,13 @@ def _all_orders(graph) -> list[list[int]]:
     return out
 
 
-def _random_topological_order(graph, rng: random.Random) -> list[int]:
-    indegree = [len(graph.preds(i)) for i in range(len(graph))]
-    ready = [i for i, d in enumerate(indegree) if d == 0]
-    order: list[int] = []
-    while ready:
-        i = ready.pop(rng.randrange(len(ready)))
-        order.append(i)
-        for j in graph.succs(i):
-            indegree[j] -= 1
-            if indegree[j] == 0:
-                ready.append(j)
-    return order
-
 
 @given(graph_and_durations(max_steps=30), st.randoms(use_true_random=False))
 def test_no_bound_exceeds_the_makespan_of_a_random_order(case, rng):
     g, durations = case
     lb = lower_bounds(g, step_durations(g, durations))
     for _ in range(5):
-        order = _random_topological_order(g, rng)
+        order = random_topological_order(g, rng)
         makespan = simulate(g, order, durations).makespan_us
         for name, value in lb.as_dict().items():
             assert value <= makespan + 1e-6, (name, value, makespan, order)
