@@ -285,14 +285,12 @@ def _exact(graph: Graph, pipeline: PipelineResult, ctx: PassContext, time_limit_
            timings: bool):
     """The pipeline with the exact solver's order appended as a record (its order replaces
     the passes' only when strictly better), and the solver's run for the certificate."""
-    import time as _time
-
     from commopt.passes.manager import PassRecord
     from commopt.solver import improve
 
-    t0 = _time.perf_counter()
+    t0 = time.perf_counter()
     out = improve(graph, pipeline.order, ctx, time_limit_s=time_limit_s, timings=timings)
-    record = PassRecord("exact", pipeline.final, out.sim, _time.perf_counter() - t0, out.run.kept,
+    record = PassRecord("exact", pipeline.final, out.sim, time.perf_counter() - t0, out.run.kept,
                         out.run.note)
     return (PipelineResult(order=out.order, initial=pipeline.initial, final=out.sim,
                            records=[*pipeline.records, record]), out.run)

@@ -54,47 +54,49 @@ def compare_graphs(
         optimized = True
         notes.append(f"{_name(graph)} was written by commopt optimize (listed in the manifest "
                      "beside it): its order is the optimized one")
-    entry = _data_dependent(graph, after, durations, chain.durations)
+    from commopt.sim import simulate
+
+    # each order is simulated once: the report, the size sweep and the robustness share it
+    before_sim = simulate(graph, graph.original_order, durations)
+    after_sim = simulate(graph, after, durations) if after is not None else None
+    final_sim = after_sim or before_sim
+    entry = _data_dependent(graph, after, chain.durations, before_sim, final_sim)
     if entry is not None:
         notes[:0] = [entry.statement, range_line(entry)]
-    sims, footprint, robustness = _footprint_and_robustness(graph, after, durations, increase, notes)
+    footprint, robustness = _footprint_and_robustness(graph, after, durations, increase, notes,
+                                                      before_sim, final_sim)
     return build_report(graph, graph.original_order, after, durations,
                         estimator_name=chain.name, top=top, memory_budget_bytes=budget,
                         notes=notes, data_dependent=entry, optimized=optimized,
-                        before_sim=sims[0], after_sim=sims[1],
+                        before_sim=before_sim, after_sim=after_sim,
                         footprint=footprint, robustness=robustness)
 
 
-def _footprint_and_robustness(graph: Graph, after, durations, increase: float, notes: list[str]):
-    """The simulations of both orders (the second None without ``after``), and the summary's
-    footprint and robustness entries for them (None without collectives): what the runner
-    would hold with the default buffer plan, and the makespans under +-30% cost errors."""
+def _footprint_and_robustness(graph: Graph, after, durations, increase: float, notes: list[str],
+                              before_sim, final_sim):
+    """The summary's footprint and robustness entries for both orders (None without
+    collectives): what the runner would hold with the default buffer plan, and the makespans
+    under +-30% cost errors."""
     from commopt.buffers.footprint import FootprintBudget, footprint_summary
-    from commopt.sim import simulate
     from commopt.sim.robustness import robustness_summary
 
-    final = after if after is not None else graph.original_order
-    before_sim = simulate(graph, graph.original_order, durations)
-    after_sim = simulate(graph, after, durations) if after is not None else None
     if not graph.collectives():
-        return (before_sim, after_sim), None, None
+        return None, None
+    final = after if after is not None else graph.original_order
     budget = FootprintBudget.for_graph(graph, increase, graph.original_order)
     footprint = footprint_summary(graph, final, budget, notes)
     robustness = robustness_summary(graph, graph.original_order, final, durations,
-                                    before_sim.makespan_us, (after_sim or before_sim).makespan_us)
-    return (before_sim, after_sim), footprint, robustness
+                                    before_sim.makespan_us, final_sim.makespan_us)
+    return footprint, robustness
 
 
-def _data_dependent(graph: Graph, after, durations, durations_of):
+def _data_dependent(graph: Graph, after, durations_of, before_sim, final_sim):
     """The data-dependent sizes entry of the report (None: every size is static)."""
-    from commopt.sim import simulate
-
     if not data_dependent_sizes(graph):
         return None
     final = after if after is not None else graph.original_order
     return data_dependent_entry(graph, graph.original_order, final, durations_of,
-                                (sim_numbers(simulate(graph, graph.original_order, durations)),
-                                 sim_numbers(simulate(graph, final, durations))))
+                                (sim_numbers(before_sim), sim_numbers(final_sim)))
 
 
 def _name(graph: Graph) -> str:
