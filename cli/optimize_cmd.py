@@ -162,6 +162,11 @@ def _print_text(app: App, s) -> None:
         out.print(f"comm buffer arenas {bp.arena_bytes / 2**20:,.2f} MiB (lower bound "
                   f"{bp.lower_bound_bytes / 2**20:,.2f}, one per call site {bp.per_call_site_bytes / 2**20:,.2f}; "
                   f"original order {bp.original_arena_bytes / 2**20:,.2f})")
+    if s.bucketing is not None:
+        bk = s.bucketing
+        out.print(f"buckets: {bk.collectives_before} -> {bk.collectives_after} collectives "
+                  f"({sum(len(x.members) for x in bk.buckets)} merged into {len(bk.buckets)}); "
+                  f"makespan {bk.makespan_before_us:,.1f} -> {bk.makespan_after_us:,.1f} us where merged")
     if s.cross_group is not None:
         verb = "reordered" if s.cross_group.allowed else "kept"
         out.print(f"order across process groups {verb} (rule {s.cross_group.rule}): "

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from commopt.assumed_sizes import DEFAULT_SCALES
+from commopt.bucketing.summary import bucketing_summary
 from commopt.buffers.footprint import footprint_summary
-from commopt.cross_group import decide_cross_group
+from commopt.cross_group import decide_cross_group, not_one_program
 from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
 from commopt.gc_freeze import freeze_long_lived, freezing_gc
@@ -168,7 +169,10 @@ def optimize(
                         if memory_accounting == "footprint" else None)
     ctx = PassContext.for_graph(g, durs, max_memory_increase=max_memory_increase,
                                 allow_cross_group_reorder=allow_cross_group_reorder,
-                                footprint_budget=footprint_budget)
+                                footprint_budget=footprint_budget,
+                                estimate=(lambda node, graph: chain.estimate(node, graph)[0])
+                                if options is not None else None,
+                                not_one_program=not_one_program(g, estimator_name))
     colls = g.collectives()
     if colls:
         with progress.stage("passes " + ",".join(names)):
@@ -180,21 +184,26 @@ def optimize(
         pipeline = PipelineResult(order=g.original_order, initial=sim, final=sim)
         names = []
         notes.append("the graph has no collectives: nothing to overlap, order unchanged")
+    g_out = pipeline.final_graph(g)  # the rewritten program when a pass rewrote it
+    durs_out = list(pipeline.durations_us) if pipeline.durations_us is not None else durs
     solver_run = None
     if solver == "exact" and colls:
         with progress.stage("exact solver"):
-            pipeline, solver_run = _exact(g, pipeline, ctx, time_limit_s, timings)
-    pipeline = _as_saved(g, pipeline, durs, allow_cross_group_reorder, notes)
+            pipeline, solver_run = _exact(g_out, pipeline, ctx.with_durations(durs_out), time_limit_s,
+                                          timings)
+    pipeline = _as_saved(g_out, pipeline, durs_out, allow_cross_group_reorder, notes)
     t_passes = time.perf_counter() - t2
     if ctx.memory_budget_bytes is not None and colls:
         from commopt.sim import peak_memory
 
-        final_peak = peak_memory(g, pipeline.order, padded=True)[0]
+        final_peak = peak_memory(g_out, pipeline.order, padded=True)[0]
         if final_peak > ctx.memory_budget_bytes:
             notes.append(f"memory budget not met: no order within {ctx.memory_budget_bytes:,} B was "
                          f"found; the result peaks at {final_peak:,} B (padded sizes)")
 
-    data_dependent = _data_dependent(g, pipeline, chain.durations if options is not None else None,
+    # a rewritten program (bucketing) is not re-sized: only the assumed sizes are shown
+    data_dependent = _data_dependent(g, pipeline, chain.durations if options is not None and g_out is g
+                                     else None,
                                      size_scales, notes)
     stem = Path(g.source_path).stem if g.source_path else g.name
     counts = Counter((g.nodes[c].collective.group, g.nodes[c].collective.type) for c in colls)
@@ -225,9 +234,11 @@ def optimize(
         after=_numbers(final),
         robustness=robustness_summary(g, g.original_order, pipeline.order, durs,
                                       pipeline.initial.makespan_us,
-                                      pipeline.final.makespan_us) if colls else None,
+                                      pipeline.final.makespan_us,
+                                      after_graph=g_out, after_durations_us=durs_out) if colls else None,
         memory_accounting=memory_accounting,
-        footprint=footprint_summary(g, pipeline.order, footprint_budget, notes) if colls else None,
+        footprint=footprint_summary(g_out, pipeline.order, footprint_budget, notes) if colls else None,
+        bucketing=bucketing_summary(g, pipeline.changes),
         lower_bound_us=certificate.lower_bound_us,
         makespan_over_lower_bound=1.0 + certificate.gap_to_optimal,
         certificate=certificate,
@@ -239,8 +250,10 @@ def optimize(
             passes=[PassTiming(name=r.name, seconds=round(r.seconds, 6)) for r in pipeline.records],
         ) if timings else None,
     )
-    result = OptimizeResult(g, Schedule.of(g, pipeline.order), tuple(durs), estimator_name,
-                            pipeline, summary)
+    rewritten = g_out is not g
+    result = OptimizeResult(g_out, Schedule.of(g_out, pipeline.order), tuple(durs_out), estimator_name,
+                            pipeline, summary, source_graph=g if rewritten else None,
+                            source_durations_us=tuple(durs) if rewritten else None)
     if output_dir is None:
         return result
     freeze_long_lived()
@@ -292,8 +305,8 @@ def _exact(graph: Graph, pipeline: PipelineResult, ctx: PassContext, time_limit_
     out = improve(graph, pipeline.order, ctx, time_limit_s=time_limit_s, timings=timings)
     record = PassRecord("exact", pipeline.final, out.sim, time.perf_counter() - t0, out.run.kept,
                         out.run.note)
-    return (PipelineResult(order=out.order, initial=pipeline.initial, final=out.sim,
-                           records=[*pipeline.records, record]), out.run)
+    return (dataclasses.replace(pipeline, order=out.order, final=out.sim,
+                                records=[*pipeline.records, record]), out.run)
 
 
 def _footprint_budget(graph: Graph, max_memory_increase: float, options: OutputOptions):
@@ -333,7 +346,7 @@ def _as_saved(graph: Graph, pipeline: PipelineResult, durations: list[float],
                      f"(inputs first, each getitem after its op): makespan "
                      f"{before.makespan_us:.1f} -> {final.makespan_us:.1f} us, peak memory "
                      f"{before.peak_memory_bytes:,} -> {final.peak_memory_bytes:,} B")
-    return PipelineResult(order=order, initial=pipeline.initial, final=final, records=pipeline.records)
+    return dataclasses.replace(pipeline, order=order, final=final)
 
 
 def _data_dependent(graph: Graph, pipeline: PipelineResult, durations_of: Any,

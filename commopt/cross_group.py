@@ -68,6 +68,15 @@ def decide_cross_group(graph: Graph, requested: bool | None, *,
         "the one order commopt writes: reordering across groups cannot deadlock"))
 
 
+def not_one_program(graph: Graph, estimator: str | None = None) -> str | None:
+    """Why it is not proven that every rank runs this same program in one order, the proof a
+    pass needs to change which collectives exist (bucketing: every rank must merge alike);
+    None: proven. The reasons are the cross-group rule's (module docstring), for any number
+    of groups."""
+    groups = sorted({graph.nodes[c].collective.group for c in graph.collectives()})
+    return _not_spmd(graph, groups, estimator)
+
+
 def _not_spmd(graph: Graph, groups: list[str], estimator: str | None) -> str | None:
     """Why it is not proven that every rank runs this program in one order (None: proven)."""
     for c in graph.collectives():

@@ -70,8 +70,10 @@ def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPU
     align = DEFAULT_ALIGN_BYTES if options.align is None else options.align
     with progress.stage("plan buffers"):
         plan = plan_buffers(g, order, align=align, collective_types=options.comm_buffers)
-        comparison = compare_plans(g, g.original_order, order, align=align,
-                                   collective_types=options.comm_buffers, new_plan=plan)
+        g0 = result.before_graph
+        comparison = compare_plans(g, g0.original_order, order, align=align,
+                                   collective_types=options.comm_buffers, new_plan=plan,
+                                   original_graph=g0)
     notes = list(result.summary.notes)
     with progress.stage("generate runner"):
         runner_name, runner_source, note, predicted = _runner(g, order, plan)
@@ -82,7 +84,8 @@ def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPU
                                                  "arena_after_bytes": plan.totals.arena_bytes})
     with progress.stage("build report"):
         report = build_report(
-            g, g.original_order, order, list(result.durations_us),
+            g, g0.original_order, order, list(result.durations_us),
+            before_graph=g0, before_durations_us=result.before_durations_us,
             estimator_name=result.estimator,
             before_sim=result.pipeline.initial, after_sim=result.pipeline.final,
             memory_budget_bytes=result.summary.memory_budget_bytes, notes=result.summary.notes,

@@ -59,7 +59,10 @@ class OptimizeResult:
     ``order`` is the new schedule; ``pipeline`` has the simulation before and after and a
     record per pass; ``summary`` is what ``summary.json`` holds (with the output set's
     entries when ``outputs`` were built). ``outputs`` and ``written`` are set when
-    ``optimize`` wrote an output directory.
+    ``optimize`` wrote an output directory. When a pass rewrote the program (bucketing),
+    ``graph`` and ``durations_us`` are the rewritten program's and ``source_graph`` /
+    ``source_durations_us`` the loaded one's, which "before" numbers describe; otherwise
+    both are None.
     """
 
     graph: Graph
@@ -70,6 +73,18 @@ class OptimizeResult:
     summary: Summary
     outputs: Outputs | None = None
     written: tuple[Path, ...] = ()
+    source_graph: Graph | None = None
+    source_durations_us: tuple[float, ...] | None = None
+
+    @property
+    def before_graph(self) -> Graph:
+        """The program the "before" numbers describe: the loaded graph."""
+        return self.graph if self.source_graph is None else self.source_graph
+
+    @property
+    def before_durations_us(self) -> tuple[float, ...]:
+        """The durations of :attr:`before_graph`'s nodes."""
+        return self.durations_us if self.source_durations_us is None else self.source_durations_us
 
     @property
     def plan(self) -> BufferPlan | None:

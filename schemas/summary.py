@@ -176,6 +176,28 @@ class Robustness(BaseModel):
     after_max_us: float
 
 
+class Bucket(BaseModel):
+    """One merged collective (commopt.bucketing): which collectives it replaced and how much
+    each rank contributes."""
+
+    collective: str = Field(description="node name of the merged collective in the written graph")
+    type: str
+    group: str
+    dtype: str
+    members: list[str] = Field(description="the collectives it replaced, in issue order")
+    bytes: int = Field(description="bytes one rank contributes (sum of the members' inputs)")
+
+
+class Bucketing(BaseModel):
+    """What the bucket pass merged and what the merge saved in the simulation."""
+
+    buckets: list[Bucket]
+    collectives_before: int
+    collectives_after: int
+    makespan_before_us: float = Field(description="makespan of the order the bucket pass was given")
+    makespan_after_us: float = Field(description="makespan of the bucketed program in that order")
+
+
 class Summary(BaseModel):
     """What ``commopt optimize`` did to one graph."""
 
@@ -217,6 +239,8 @@ class Summary(BaseModel):
                                  "included) as well as the live-tensor peak, or the live-tensor peak only")
     footprint: MemoryFootprint | None = Field(
         None, description="the memory the emitted runner holds, arenas included, before and after")
+    bucketing: Bucketing | None = Field(
+        None, description="collectives merged into buckets (null when the bucket pass merged none)")
     data_dependent: DataDependentSizes | None = Field(
         None, description="sizes the program computes when it runs (e.g. all_to_all splits read "
                           "back with .tolist()): every number above used the assumed values "

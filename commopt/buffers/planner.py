@@ -168,18 +168,22 @@ def compare_plans(
     align: int = DEFAULT_ALIGN_BYTES,
     collective_types: str | Iterable[str] | None = None,
     new_plan: BufferPlan | None = None,
+    original_graph: Graph | None = None,
 ) -> PlanComparison:
     """How much the reordering raised the buffer arena over planning on the original order.
 
     Pass ``new_plan`` when it was already computed for ``new_order`` (saves planning twice).
+    ``original_graph``: the program ``original_order`` orders when a pass rewrote ``graph``
+    (bucketing); by default ``graph``.
     """
     if new_plan is None:
         new_plan = plan_buffers(graph, new_order, align=align, collective_types=collective_types)
     check_align(align)
+    source = graph if original_graph is None else original_graph
     if original_order is None:
-        original_order = graph.original_order
+        original_order = source.original_order
     # only the original plan's totals are compared: pack it, build no plan of it
-    before = [p for _, _, p in _packed_groups(graph, original_order,
+    before = [p for _, _, p in _packed_groups(source, original_order,
                                               parse_collective_types(collective_types), align)]
     original_arena = sum(p.arena for p in before)
     t = new_plan.totals

@@ -18,6 +18,8 @@ from commopt import atomic
 from commopt.errors import CommoptError, GraphError, json_path
 from commopt.ir import args as argcodec
 from commopt.ir.graph import (
+    LOADED_INDEX,
+    LOADED_REPLACED,
     CollectiveInfo,
     Graph,
     Node,
@@ -557,7 +559,9 @@ def graph_to_document(graph: Graph, order: list[int] | None = None) -> dict[str,
     raw = graph.payload if isinstance(graph.payload, dict) and graph.source_format == "json" else None
     if raw is not None:
         doc = dict(raw)
-        doc["nodes"] = [raw["nodes"][i] for i in order]
+        doc["nodes"] = _raw_nodes(graph, raw, order)
+        if "buckets" in graph.meta:
+            doc["meta"] = {**doc.get("meta", {}), "buckets": graph.meta["buckets"]}
         return doc
     doc: dict[str, Any] = {
         "format": FORMAT_NAME,
@@ -576,9 +580,27 @@ def graph_to_document(graph: Graph, order: list[int] | None = None) -> dict[str,
         for g in sorted(graph.groups.values(), key=lambda g: g.name)
     ]
     doc["nodes"] = [node_to_dict(graph, graph.nodes[i]) for i in order]
-    if graph.meta:
-        doc["meta"] = graph.meta
+    meta = {k: v for k, v in graph.meta.items() if k not in INTERNAL_META}
+    if meta:
+        doc["meta"] = meta
     return doc
+
+
+INTERNAL_META = (LOADED_INDEX, LOADED_REPLACED)
+
+
+def _raw_nodes(graph: Graph, raw: dict[str, Any], order: list[int]) -> list[Any]:
+    """The node objects of ``raw`` (the document ``graph`` was read from) in ``order``; for a
+    graph a pass rewrote, nodes it added or whose inputs it replaced are written anew."""
+    loaded = graph.meta.get(LOADED_INDEX)
+    if loaded is None:
+        return [raw["nodes"][i] for i in order]
+    out = []
+    for i in order:
+        node = graph.nodes[i]
+        keep = loaded[i] >= 0 and all(loaded[j] >= 0 for j in node.inputs)
+        out.append(raw["nodes"][loaded[i]] if keep else node_to_dict(graph, node))
+    return out
 
 
 def dumps_document(doc: dict[str, Any]) -> str:

@@ -40,7 +40,17 @@ from commopt.io.groups import (
 )
 from commopt.io.unbacked import SizeResolver, resolve_sizes
 from commopt.ir.args import Symbol
-from commopt.ir.graph import CollectiveInfo, Graph, Node, NodeKind, ProcessGroup, Ref, TensorMeta
+from commopt.ir.graph import (
+    LOADED_INDEX,
+    LOADED_REPLACED,
+    CollectiveInfo,
+    Graph,
+    Node,
+    NodeKind,
+    ProcessGroup,
+    Ref,
+    TensorMeta,
+)
 from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import (
     DATA_DEPENDENT_KEY,
@@ -475,20 +485,30 @@ def reordered_program(graph: Graph, order: list[int] | None = None) -> Any:
     """A new ExportedProgram whose FX graph lists the nodes in :func:`archive_order` of
     ``order`` (linted, recompiled); ``order`` must list each node after its data inputs.
     ``graph.payload`` is not modified.
+
+    A graph a pass rewrote (bucketing) names, in ``meta[LOADED_INDEX]``, the loaded node each
+    of its nodes is, and in ``meta[LOADED_REPLACED]`` the node standing for each loaded node it
+    removed: loaded nodes are copied with their inputs mapped through both, and each added
+    node is made from its op and arguments, its value computed on fake tensors.
     """
     import torch
 
     new_order = archive_order(graph, order)
     ep = graph.payload
-    fx_nodes = list(ep.graph_module.graph.nodes)
+    origin = _fx_nodes_of(graph)
     new_graph = torch.fx.Graph()
-    env: dict[Any, Any] = {}
+    env: dict[Any, Any] = {}  # loaded FX node -> new FX node
+    made: dict[int, Any] = {}  # IR index -> new FX node
+    replaced = {origin_fx: i for origin_fx, i in _replaced_of(graph)}
     for i in new_order:
-        old = fx_nodes[i]
+        old = origin[i]
         try:
-            new = env[old] = new_graph.node_copy(old, lambda x: env[x])
+            if old is None:
+                new = made[i] = _added_fx_node(new_graph, graph.nodes[i], made)
+                continue
+            new = env[old] = made[i] = new_graph.node_copy(old, lambda x: _mapped(x, env, made, replaced))
         except KeyError as exc:
-            raise ValueError(f"order lists {old.name!r} before its input {exc.args[0]}") from None
+            raise ValueError(f"order lists {graph.nodes[i].name!r} before its input {exc.args[0]}") from None
         # node_copy sanitizes names that are not Python identifiers ('my-mm' -> 'my_mm',
         # 'class' -> 'class_1'); keep the original so the archive names its nodes as the input
         # did (verify, the buffer plan and the runner match nodes by name). Originals are
@@ -498,7 +518,98 @@ def reordered_program(graph: Graph, order: list[int] | None = None) -> Any:
     gm = torch.fx.GraphModule(ep.graph_module, new_graph)
     gm.meta.update(ep.graph_module.meta)
     gm.recompile()
-    return ep._update(gm, ep.graph_signature)
+    renamed = {old.name: made[i].name for old, i in replaced.items() if i in made}
+    return ep._update(gm, _renamed_outputs(ep.graph_signature, renamed))
+
+
+def _renamed_outputs(signature: Any, renamed: dict[str, str]) -> Any:
+    """``signature`` with the outputs whose node a pass replaced named after the new node."""
+    import dataclasses
+
+    if not renamed:
+        return signature
+    specs = []
+    for spec in signature.output_specs:
+        arg = spec.arg
+        name = getattr(arg, "name", None)
+        if name in renamed:
+            spec = dataclasses.replace(spec, arg=dataclasses.replace(arg, name=renamed[name]))
+        specs.append(spec)
+    return dataclasses.replace(signature, output_specs=specs)
+
+
+def _fx_nodes_of(graph: Graph) -> list[Any]:
+    """The loaded FX node each node of ``graph`` is (None for a node a pass added)."""
+    fx_nodes = list(graph.payload.graph_module.graph.nodes)
+    origin = graph.meta.get(LOADED_INDEX)
+    if origin is None:
+        if len(fx_nodes) != len(graph.nodes):
+            raise ValueError("the graph's ExportedProgram does not match its nodes")
+        return fx_nodes
+    return [fx_nodes[k] if k >= 0 else None for k in origin]
+
+
+def _replaced_of(graph: Graph) -> list[tuple[Any, int]]:
+    """(loaded FX node a pass removed, index of the node standing for its value)."""
+    fx_nodes = list(graph.payload.graph_module.graph.nodes)
+    return [(fx_nodes[k], i) for k, i in graph.meta.get(LOADED_REPLACED, {}).items()]
+
+
+def _mapped(x: Any, env: dict, made: dict, replaced: dict) -> Any:
+    if x in env:
+        return env[x]
+    return made[replaced[x]]
+
+
+def _added_fx_node(fx_graph: Any, node: Node, made: dict[int, Any]) -> Any:
+    """The FX node for a node a pass added: its op called on its arguments, with the value
+    computed on the inputs' fake tensors (what torch.export's serializer and loader need)."""
+    import torch
+
+    target = _op_overload(node.op)
+    args = _fx_arg(node.args, made)
+    kwargs = _fx_arg(node.kwargs, made)
+    new = fx_graph.call_function(target, tuple(args), dict(kwargs))
+    new.name = node.name
+    vals = torch.fx.node.map_arg((args, kwargs), lambda n: n.meta["val"])
+    fake_mode = torch._guards.detect_fake_mode([v for v in _flat(vals) if isinstance(v, torch.Tensor)])
+    with fake_mode:
+        new.meta["val"] = target(*vals[0], **vals[1])
+    return new
+
+
+def _flat(value: Any):
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _flat(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _flat(v)
+    else:
+        yield value
+
+
+def _op_overload(op: str) -> Any:
+    """``"aten.cat.default"`` -> ``torch.ops.aten.cat.default``."""
+    import torch
+
+    namespace, name, overload = op.split(".")
+    return getattr(getattr(getattr(torch.ops, namespace), name), overload)
+
+
+def _fx_arg(value: Any, made: dict[int, Any]) -> Any:
+    """An IR argument as an FX argument (node references to the new FX nodes)."""
+    import torch
+
+    if isinstance(value, Ref):
+        return made[value.index]
+    if isinstance(value, Symbol):
+        return torch.device(value.value) if value.kind == "device" else getattr(torch, value.value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_fx_arg(v, made) for v in value)
+    if isinstance(value, dict):
+        return {k: _fx_arg(v, made) for k, v in value.items()}
+    return value
 
 
 def writes_as_archive(graph: Graph) -> bool:
@@ -523,17 +634,16 @@ def archive_order(graph: Graph, order: Sequence[int] | None = None) -> list[int]
     if not writes_as_archive(graph):
         raise OptionError("only a graph loaded from .pt2 (or an ExportedProgram) can be written "
                           "as .pt2; write it as .json instead", file=graph.source_path)
-    fx_nodes = list(graph.payload.graph_module.graph.nodes)
+    fx_nodes = _fx_nodes_of(graph)
     n = len(fx_nodes)
-    if n != len(graph.nodes):
-        raise ValueError("the graph's ExportedProgram does not match its nodes")
     order = Schedule(range(n)) if order is None else Schedule.of(graph, order)
-    head = [i for i in range(n) if fx_nodes[i].op in ("placeholder", "get_attr")]
-    tail = [i for i in range(n) if fx_nodes[i].op == "output"]
-    pos = {node: i for i, node in enumerate(fx_nodes)}
+    kinds = [fx.op if fx is not None else "call_function" for fx in fx_nodes]
+    head = [i for i in range(n) if kinds[i] in ("placeholder", "get_attr")]
+    tail = [i for i in range(n) if kinds[i] == "output"]
+    pos = {node: i for i, node in enumerate(fx_nodes) if node is not None}
     getitems: dict[int, list[int]] = {}
     for i, node in enumerate(fx_nodes):
-        if node.op == "call_function" and node.target is operator.getitem and \
+        if node is not None and node.op == "call_function" and node.target is operator.getitem and \
                 hasattr(node.args[0], "op") and node.args[0].op == "call_function":
             getitems.setdefault(pos[node.args[0]], []).append(i)
     fixed = set(head) | set(tail) | {i for items in getitems.values() for i in items}

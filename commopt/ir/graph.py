@@ -41,6 +41,13 @@ DTYPE_BYTES: dict[str, int] = {
 }
 
 
+#: Graph meta keys a pass that rewrites the graph (bucketing) sets for the writers, never
+#: written to files: each node's index in the program as loaded (-1: added by the pass), and
+#: loaded index of each removed node whose value is used -> the node standing for it.
+LOADED_INDEX = "loaded_index"
+LOADED_REPLACED = "loaded_replaced"
+
+
 class NodeKind(IntEnum):
     """What a node does, as far as scheduling is concerned."""
 

@@ -7,12 +7,12 @@ mutates the graph, the order it was given or the context.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from commopt.errors import OptionError
-from commopt.ir.graph import Graph
+from commopt.ir.graph import Graph, Node
 from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE, memory_budget
 
 #: The default pipeline, chosen from measurements (analytical estimator, H100, the six
@@ -39,7 +39,12 @@ class PassContext:
       pass may exceed either; None: only the live-tensor budget;
     - ``allow_cross_group_reorder``: collectives of different groups may change their
       relative order (same-group order is always kept);
-    - ``options``: free-form options for plug-in passes.
+    - ``options``: free-form options for plug-in passes;
+    - ``estimate``: the duration of a node a pass adds (``estimate(node, graph)``, the run's
+      estimator chain); None when durations were given per node, so no pass may add nodes;
+    - ``not_one_program``: why it is not proven that every rank runs this same program
+      (:func:`commopt.cross_group.not_one_program`); None: proven. A pass that changes which
+      collectives exist (bucketing) needs the proof: every rank must merge alike.
     """
 
     durations_us: Sequence[float]
@@ -48,6 +53,8 @@ class PassContext:
     allow_cross_group_reorder: bool = False
     options: dict[str, Any] = field(default_factory=dict)
     footprint_budget: Any = None
+    estimate: Callable[[Node, Graph], float] | None = None
+    not_one_program: str | None = None
     _sims: dict[tuple[int, tuple[int, ...]], Any] = field(
         default_factory=dict, compare=False, repr=False)
 
@@ -85,6 +92,8 @@ class PassContext:
         original_order: Sequence[int] | None = None,
         options: dict[str, Any] | None = None,
         footprint_budget: Any = None,
+        estimate: Callable[[Node, Graph], float] | None = None,
+        not_one_program: str | None = None,
     ) -> PassContext:
         """A context whose budget is :func:`commopt.sim.memory.memory_budget` of the original
         order (padded peak x ``(1 + max_memory_increase)``, the same on every rank)."""
@@ -98,7 +107,27 @@ class PassContext:
             allow_cross_group_reorder=allow_cross_group_reorder,
             options=dict(options or {}),
             footprint_budget=footprint_budget,
+            estimate=estimate,
+            not_one_program=not_one_program,
         )
+
+    def with_durations(self, durations_us: Sequence[float]) -> PassContext:
+        """This context for a graph a pass rewrote: its durations, the same budgets (in
+        bytes: they bound what the program holds, whatever its nodes)."""
+        return replace(self, durations_us=tuple(float(d) for d in durations_us), _sims={})
+
+
+@dataclass(frozen=True)
+class GraphChange:
+    """What a pass that rewrites the graph returns instead of an order: the new graph, its
+    order, the durations of its nodes, and one line saying what changed (for the pass
+    record). ``detail`` is the pass's own account (e.g. the buckets), kept on the result."""
+
+    graph: Graph
+    order: list[int]
+    durations_us: tuple[float, ...]
+    note: str
+    detail: Any = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +138,8 @@ class Pass:
     #: One sentence: the heuristic, shown by ``commopt passes``.
     summary: ClassVar[str] = ""
 
-    def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int]:
-        """A new order of ``graph``'s nodes; must keep the invariants (commopt.invariants)."""
+    def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int] | GraphChange:
+        """A new order of ``graph``'s nodes; must keep the invariants (commopt.invariants).
+        A pass that rewrites the graph returns a :class:`GraphChange`; the passes after it
+        work on the new graph."""
         raise NotImplementedError

@@ -5,6 +5,10 @@ invariants (:func:`commopt.invariants.check_order`); anything else is a bug in t
 raised as :class:`~commopt.errors.InvariantViolation` naming the pass and the passes that
 ran before it. An order that exceeds the memory budget (padded peak, the same on every
 rank) is not taken: the pipeline goes on with the pass's input order and the record says so.
+
+A pass may rewrite the graph (:class:`~commopt.passes.base.GraphChange`, e.g. bucketing): its
+order is checked on the new graph, which the passes after it work on; the result's ``graph``
+and ``durations_us`` are the final graph's, ``initial`` stays the input graph's simulation.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from commopt.errors import CommoptError, InvariantViolation, PassError
 from commopt.invariants import check_order
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
-from commopt.passes.base import Pass, PassContext
+from commopt.passes.base import GraphChange, Pass, PassContext
 from commopt.sim import SimResult, peak_memory
 
 
@@ -35,12 +39,24 @@ class PassRecord:
 
 @dataclass
 class PipelineResult:
-    """The final order, the simulation of the input order and a record per pass."""
+    """The final order, the simulation of the input order and a record per pass.
+
+    ``graph``/``durations_us``: the graph ``order`` orders and its durations, when a pass
+    rewrote the input graph (None: the input graph and durations); ``changes`` the record
+    and :class:`~commopt.passes.base.GraphChange` of each rewrite, in pipeline order.
+    """
 
     order: Schedule
     initial: SimResult
     final: SimResult
     records: list[PassRecord] = field(default_factory=list)
+    graph: Graph | None = None
+    durations_us: tuple[float, ...] | None = None
+    changes: list[tuple[PassRecord, GraphChange]] = field(default_factory=list)
+
+    def final_graph(self, source: Graph) -> Graph:
+        """The graph the final order belongs to (``source`` when no pass rewrote it)."""
+        return source if self.graph is None else self.graph
 
 
 class PassManager:
@@ -59,6 +75,15 @@ class PassManager:
             t0 = time.perf_counter()
             proposed = _run_pass(p, graph, current, ctx, ran)
             seconds = time.perf_counter() - t0
+            if isinstance(proposed, GraphChange):
+                _check(proposed.graph, proposed.order, ctx, p.name, ran)
+                graph, ctx = proposed.graph, ctx.with_durations(proposed.durations_us)
+                current = Schedule.of(graph, proposed.order)
+                record = PassRecord(p.name, sim, ctx.simulate(graph, current), seconds, True, proposed.note)
+                _take_change(result, record, proposed, ctx)
+                ran.append(p.name)
+                sim = record.after
+                continue
             _check(graph, proposed, ctx, p.name, ran)
             new = Schedule.of(graph, proposed)
             after = ctx.simulate(graph, new)
@@ -72,6 +97,13 @@ class PassManager:
         result.order = current
         result.final = sim
         return result
+
+
+def _take_change(result: PipelineResult, record: PassRecord, change: GraphChange,
+                 ctx: PassContext) -> None:
+    result.records.append(record)
+    result.graph, result.durations_us = change.graph, ctx.durations_us
+    result.changes.append((record, change))
 
 
 def _keeps_budget_better(graph: Graph, current: Schedule, new: Schedule, ctx: PassContext) -> bool:
@@ -92,12 +124,14 @@ def _budget_words(graph: Graph, order: Schedule, ctx: PassContext) -> str:
             f"budget {fb.budget_bytes} B")
 
 
-def _run_pass(p: Pass, graph: Graph, order: Schedule, ctx: PassContext, ran: list[str]) -> list[int]:
+def _run_pass(p: Pass, graph: Graph, order: Schedule, ctx: PassContext,
+              ran: list[str]) -> list[int] | GraphChange:
     """``p``'s order; an exception inside a plug-in pass becomes a :class:`PassError` naming
     the pass and the passes before it (a user error: exit 2, traceback under ``--debug``). A
     built-in pass's exception is a bug in commopt and propagates as one."""
     try:
-        return list(p.run(graph, order, ctx))
+        out = p.run(graph, order, ctx)
+        return out if isinstance(out, GraphChange) else list(out)
     except (CommoptError, KeyboardInterrupt):
         raise
     except BaseException as exc:  # SystemExit too: a plug-in must not end the run

@@ -23,6 +23,7 @@ ENTRY_POINT_GROUP = "commopt.passes"
 
 #: Built-in passes: name -> "module:Class".
 BUILTIN: dict[str, str] = {
+    "bucket": "commopt.passes.bucket:BucketPass",
     "compute-overlap": "commopt.passes.compute_overlap:ComputeOverlap",
     "polish": "commopt.passes.polish:Polish",
     "raise-comms": "commopt.passes.raise_comms:RaiseComms",

@@ -51,6 +51,8 @@ def build_report(
     data_dependent: Any = None,
     footprint: Any = None,
     robustness: Any = None,
+    before_graph: Graph | None = None,
+    before_durations_us: Sequence[float] | None = None,
 ) -> OverlapReport:
     """The overlap report of ``graph`` in ``before_order`` and, when given, ``after_order``.
 
@@ -70,19 +72,23 @@ def build_report(
     values assumed for data-dependent sizes; every renderer shows it next to the numbers.
     ``footprint`` (a :class:`~commopt.schemas.summary.MemoryFootprint`) and ``robustness``
     (a :class:`~commopt.schemas.summary.Robustness`) are the summary's entries, shown beside
-    the peak memory and the makespan.
+    the peak memory and the makespan. ``before_graph`` (with ``before_durations_us``): the
+    program ``before_order`` orders when a pass rewrote it into ``graph`` (bucketing); the
+    report's nodes are then those of both programs, by name.
     """
     n = len(graph)
     if len(durations_us) != n:
         raise ValueError(f"durations_us has {len(durations_us)} entries for {n} nodes")
-    before_order = Schedule.of(graph, before_order)
+    g0 = graph if before_graph is None else before_graph
+    d0 = durations_us if before_durations_us is None else before_durations_us
+    before_order = Schedule.of(g0, before_order)
     if after_order is not None:
         after_order = Schedule.of(graph, after_order)
     if before_sim is None:
-        before_sim = _simulate(graph, before_order, durations_us)
+        before_sim = _simulate(g0, before_order, d0)
     if after_order is not None and after_sim is None:
         after_sim = _simulate(graph, after_order, durations_us)
-    before = _schedule(graph, before_order, before_sim,
+    before = _schedule(g0, before_order, before_sim,
                        "before" if after_order is not None else SINGLE_LABEL)
     after = _schedule(graph, after_order, after_sim, "after") if after_order is not None else None
     final, final_order, final_sim = (
@@ -93,16 +99,9 @@ def build_report(
     if optimized is None:
         optimized = after_order is not None
     advice = [a.model_dump() for a in advise(graph, durations_us, final_sim, optimized=optimized)]
-    used = bytearray(n)
-    for sched, sim in ((before, before_sim), (after, after_sim)):
-        if sched is None:
-            continue
-        for ev in sim.events:
-            used[ev.node] = 1
-        for t in sim.collectives:
-            used[t.node] = 1
-            for w in graph.waits_of(t.node):
-                used[w] = 1
+    node_infos = _used_nodes(g0, before_sim, d0)
+    if after is not None:
+        node_infos.update(_used_nodes(graph, after_sim, durations_us))
     # one validation of the whole document: pydantic checks nested plain data far faster
     # than it builds 100,000s of models one call at a time
     return OverlapReport.model_validate({
@@ -116,7 +115,7 @@ def build_report(
              "mesh_dim": g.mesh_dim}
             for g in sorted(graph.groups.values(), key=lambda g: g.name)
         ],
-        "nodes": [_node_info(graph, i, durations_us) for i in range(n) if used[i]],
+        "nodes": list(node_infos.values()),
         "before": before,
         "after": after,
         "top_exposed": top_names,
@@ -127,6 +126,18 @@ def build_report(
         "footprint": footprint.model_dump() if footprint is not None else None,
         "robustness": robustness.model_dump() if robustness is not None else None,
     })
+
+
+def _used_nodes(graph: Graph, sim: SimResult, durations_us: Sequence[float]) -> dict[str, dict[str, Any]]:
+    """Node name -> the report's entry, for the nodes ``sim``'s timeline shows, in index order."""
+    used = bytearray(len(graph))
+    for ev in sim.events:
+        used[ev.node] = 1
+    for t in sim.collectives:
+        used[t.node] = 1
+        for w in graph.waits_of(t.node):
+            used[w] = 1
+    return {graph.nodes[i].name: _node_info(graph, i, durations_us) for i in range(len(graph)) if used[i]}
 
 
 def match_order(graph: Graph, reordered: Graph, *, file: str | None = None) -> list[int]:

@@ -85,15 +85,21 @@ def makespan_range(graph: Graph, order: Sequence[int], durations_us: Sequence[fl
 
 def robustness_summary(graph: Graph, before_order: Sequence[int], after_order: Sequence[int],
                        durations_us: Sequence[float], before_makespan_us: float,
-                       after_makespan_us: float):
+                       after_makespan_us: float, *, after_graph: Graph | None = None,
+                       after_durations_us: Sequence[float] | None = None):
     """The summary's and the report's robustness entry
     (:class:`~commopt.schemas.summary.Robustness`): both orders' makespans under every
-    scenario, the same perturbed durations for both."""
+    scenario, the same perturbed durations for both. ``after_graph`` (with its
+    ``after_durations_us``): the program ``after_order`` orders when a pass rewrote
+    ``graph``; its scenarios are drawn the same way for its own nodes."""
     from commopt.schemas.summary import Robustness, ScenarioMakespans
 
     scenarios = perturbations(graph, durations_us)
     before = makespan_range(graph, before_order, durations_us, nominal_us=before_makespan_us,
                             scenarios=scenarios)
+    if after_graph is not None and after_graph is not graph:
+        graph, durations_us = after_graph, after_durations_us
+        scenarios = perturbations(graph, durations_us)
     after = makespan_range(graph, after_order, durations_us, nominal_us=after_makespan_us,
                            scenarios=scenarios)
     return Robustness(
