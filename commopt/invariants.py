@@ -264,8 +264,23 @@ def verify_reordered(
     attrs such as an input's role), one line per node naming its first changed field with both
     values; and every graph attribute except :data:`GRAPH_FIELDS_NOT_COMPARED` (process groups
     with their names, sizes, ranks and mesh dims; world size; mesh). The order of the matched
-    nodes is then checked with :func:`check_order` against the original's edges.
+    nodes is then checked with :func:`check_order` against the original's edges. A graph
+    that records buckets (``meta["buckets"]``, written by the bucket pass) is checked by
+    :func:`commopt.bucketing.verify.verify_bucketed`.
     """
+    if isinstance(reordered, Graph) and reordered.meta.get("buckets"):
+        from commopt.bucketing.verify import verify_bucketed
+
+        return verify_bucketed(original, reordered, allow_cross_group_reorder=allow_cross_group_reorder)
+    return same_nodes_reordered(original, reordered, content=content,
+                                allow_cross_group_reorder=allow_cross_group_reorder)
+
+
+def same_nodes_reordered(
+    original: Graph, reordered: Graph | Sequence[NodeEntry], *, content: Graph | None = None,
+    allow_cross_group_reorder: bool | None = None,
+) -> list[Violation]:
+    """:func:`verify_reordered` for a graph that must hold exactly ``original``'s nodes."""
     if isinstance(reordered, Graph):
         entries = [NodeEntry(n.name, n.kind.label, n.op, tuple(reordered.nodes[j].name for j in n.inputs))
                    for n in reordered.nodes]

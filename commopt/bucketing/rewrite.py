@@ -52,9 +52,11 @@ WAIT_OP = "_c10d_functional.wait_tensor.default"
 @dataclass(frozen=True, slots=True)
 class Bucket:
     """Collectives (node indices of the graph they were chosen in, in issue order) merged
-    into one."""
+    into one. ``tag`` prefixes the names of the nodes the merge adds (None: the next free
+    ``bucket<k>``); verification gives the tag a written graph used."""
 
     members: tuple[int, ...]
+    tag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,6 @@ class _Pending:
     alias_of: Any = None
     collective: CollectiveInfo | None = None
     wait_of: Any = None
-    bucket: str | None = None
 
 
 def member_input(graph: Graph, c: int) -> int:
@@ -107,7 +108,7 @@ def apply_buckets(graph: Graph, order: Sequence[int], buckets: Sequence[Bucket])
     names = _Names(graph)
     records = []
     for b in buckets:
-        tag = names.prefix()
+        tag = b.tag or names.prefix()
         issue, readback = _bucket_nodes(graph, b, tag)
         last_c = max(b.members, key=lambda c: pos[c])
         waits = [graph.waits_of(c)[0] for c in b.members]
@@ -164,7 +165,7 @@ def _bucket_nodes(graph: Graph, b: Bucket, tag: str):
     in_meta = send.outputs[0]
     coll_info = replace(info, in_bytes=in_meta.nbytes, out_bytes=out_meta.nbytes)
     coll = _P(f"{tag}_{info.type}", NodeKind.COLLECTIVE, BUCKET_OPS[info.type], (Ref(send.key), *extra),
-              out_meta, collective=coll_info, bucket=tag)
+              out_meta, collective=coll_info)
     issue.append(coll)
     wait = _P(f"{tag}_wait", NodeKind.WAIT, WAIT_OP, (Ref(coll.key),), out_meta,
               alias_of=coll.key, wait_of=coll.key)
@@ -183,6 +184,16 @@ def _bucket_nodes(graph: Graph, b: Bucket, tag: str):
     return issue, (head, per_member)
 
 
+def result_name(tag: str, k: int) -> str:
+    """Name of the node holding member ``k``'s result in the bucket tagged ``tag``."""
+    return f"{tag}_out{k}"
+
+
+def tag_of(collective_name: str, ctype: str) -> str:
+    """The tag of the bucket whose merged collective of type ``ctype`` is named so."""
+    return collective_name.removesuffix(f"_{ctype}")
+
+
 def _readback(tag: str, k: int, ctype: str, source: str, off: int, width: int, size: int,
               out: TensorMeta) -> tuple[list[_Pending], str]:
     """Nodes giving member ``k`` its own result back, and the key of the last one."""
@@ -193,20 +204,19 @@ def _readback(tag: str, k: int, ctype: str, source: str, off: int, width: int, s
         copy = _P(f"{tag}_copy{k}", NodeKind.COMPUTE, COPY_OP, (Ref(part.key),),
                   TensorMeta(dtype, (size, width)),
                   kwargs={"memory_format": Symbol("memory_format", "contiguous_format")})
-        res = _P(f"{tag}_out{k}", NodeKind.VIEW, VIEW_OP, (Ref(copy.key), list(out.shape)), out,
+        res = _P(result_name(tag, k), NodeKind.VIEW, VIEW_OP, (Ref(copy.key), list(out.shape)), out,
                  alias_of=copy.key)
         return [part, copy, res], res.key
     part = _P(f"{tag}_part{k}", NodeKind.VIEW, SLICE_OP, (Ref(source), 0, off, off + width),
               TensorMeta(dtype, (width,)), alias_of=source)
-    res = _P(f"{tag}_out{k}", NodeKind.VIEW, VIEW_OP, (Ref(part.key), list(out.shape)), out,
+    res = _P(result_name(tag, k), NodeKind.VIEW, VIEW_OP, (Ref(part.key), list(out.shape)), out,
              alias_of=part.key)
     return [part, res], res.key
 
 
 def _P(key: str, kind: NodeKind, op: str, args: tuple, out: TensorMeta, *, kwargs=None,
-       alias_of=None, collective=None, wait_of=None, bucket=None) -> _Pending:
-    return _Pending(key, kind, op, tuple(args), dict(kwargs or {}), (out,), alias_of, collective,
-                    wait_of, bucket)
+       alias_of=None, collective=None, wait_of=None) -> _Pending:
+    return _Pending(key, kind, op, tuple(args), dict(kwargs or {}), (out,), alias_of, collective, wait_of)
 
 
 class _Names:
@@ -246,7 +256,7 @@ def _materialize(graph: Graph, sequence: list, replaced: dict[int, str], names: 
                         kwargs=_remap(item.kwargs, ref), collective=item.collective,
                         wait_of=None if item.wait_of is None else ref(item.wait_of),
                         alias_of=None if item.alias_of is None else ref(item.alias_of),
-                        attrs={"bucket": item.bucket} if item.bucket else {})
+                        attrs={})
             origin.append(-1)
         else:
             old = graph.nodes[item]

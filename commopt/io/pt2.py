@@ -69,6 +69,7 @@ class ArchiveInfo:
 
     root: str
     groups_text: str | None
+    buckets_text: str | None = None
 
 
 def check_archive(path: str | os.PathLike[str]) -> ArchiveInfo:
@@ -168,7 +169,9 @@ def check_archive(path: str | os.PathLike[str]) -> ArchiveInfo:
                 groups_text = read(gname).decode("utf-8")
             except UnicodeDecodeError:
                 raise GraphError(f"archive member {gname!r} is not UTF-8 text", file=file) from None
-    return ArchiveInfo(root=root, groups_text=groups_text)
+        bname = f"extra/{ARCHIVE_BUCKETS_NAME}"
+        buckets_text = read(bname).decode("utf-8", "replace") if bname in members else None
+    return ArchiveInfo(root=root, groups_text=groups_text, buckets_text=buckets_text)
 
 
 def zlib_error() -> type[Exception]:
@@ -212,8 +215,30 @@ def load_pt2(path: str | os.PathLike[str], groups: str | os.PathLike[str] | None
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise GraphError(f"torch.export.load failed: {first[:200]}", file=str(p)) from None
-    return graph_from_torch(ep, groups=None, mesh=mesh, world_size=world_size, file=str(p),
-                            name=p.stem, records=records, assume=assume)
+    graph = graph_from_torch(ep, groups=None, mesh=mesh, world_size=world_size, file=str(p),
+                             name=p.stem, records=records, assume=assume)
+    if info.buckets_text is not None:
+        graph.meta["buckets"] = _bucket_record(info.buckets_text, f"{p}!extra/{ARCHIVE_BUCKETS_NAME}")
+    return graph
+
+
+#: The archive member recording the buckets of a bucketed program (commopt.bucketing).
+ARCHIVE_BUCKETS_NAME = "commopt_buckets.json"
+
+
+def _bucket_record(text: str, file: str) -> list:
+    """The buckets record: ``[[member names], merged collective name]`` per bucket."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    ok = isinstance(doc, list) and all(
+        isinstance(e, list) and len(e) == 2 and isinstance(e[1], str) and isinstance(e[0], list)
+        and all(isinstance(m, str) for m in e[0]) for e in doc)
+    if not ok:
+        raise GraphError("not a buckets record: expected [[member names], collective name] per bucket",
+                         file=file)
+    return doc
 
 
 def graph_from_torch(obj: Any, groups: str | os.PathLike[str] | GroupsDocument | None = None,
@@ -669,6 +694,8 @@ def save_pt2(graph: Graph, path: str | os.PathLike[str], order: list[int] | None
 
     doc = groups_document_of(graph)
     extra = {ARCHIVE_GROUPS_NAME: dumps_groups(doc)} if doc.groups or doc.world_size else {}
+    if graph.meta.get("buckets"):
+        extra[ARCHIVE_BUCKETS_NAME] = json.dumps(graph.meta["buckets"])
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation notices

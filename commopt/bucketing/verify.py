@@ -1,0 +1,71 @@
+"""Verify a bucketed graph against the program it was made from.
+
+A graph the bucket pass wrote records its buckets (``meta["buckets"]``: member collective
+names, merged collective name). The check replays them: each member's collective is put where
+the merged collective is, each member's wait where its result node is. That order of the
+original program must keep every invariant of the original (so nothing wrote a member's
+input before the merged collective read it, and every use follows its member's result), and
+rewriting the original with the recorded buckets in that order must give exactly the nodes
+the file holds (:func:`commopt.invariants.same_nodes_reordered` against the rewrite: same nodes,
+same ops and arguments, and the file's order valid for them). A bucket the original cannot
+form is a violation naming it.
+"""
+
+from __future__ import annotations
+
+from commopt.bucketing.eligibility import class_key, member_problem
+from commopt.bucketing.rewrite import Bucket, apply_buckets, result_name, tag_of
+from commopt.ir.graph import Graph
+
+
+def verify_bucketed(original: Graph, reordered: Graph, *, allow_cross_group_reorder: bool | None):
+    """Violations of ``reordered`` (a bucketed graph) with respect to ``original``, as
+    :func:`commopt.invariants.verify_reordered` gives them (module docstring)."""
+    from commopt.invariants import Violation, check_order, same_nodes_reordered
+
+    buckets, where, problems = _recorded(original, reordered.meta.get("buckets", []))
+    if problems:
+        return [Violation(0, p, ()) for p in problems]
+    order: list[int] = []
+    for node in reordered.nodes:
+        if node.name in where:
+            order.extend(where[node.name])
+        elif node.name in original.index_of:
+            order.append(original.index_of[node.name])
+    if sorted(order) != list(range(len(original))):
+        missing = next(n.name for n in original.nodes if n.index not in set(order))
+        return [Violation(0, f"{missing!r} of the original graph is neither in the bucketed graph "
+                             "nor a member of a recorded bucket", (missing,))]
+    if allow_cross_group_reorder is None:
+        from commopt.cross_group import decide_cross_group
+
+        allow_cross_group_reorder = decide_cross_group(original, None).allowed
+    broken = check_order(original, order, allow_cross_group_reorder=allow_cross_group_reorder)
+    if broken:
+        return broken
+    expected = apply_buckets(original, order, buckets).graph
+    return same_nodes_reordered(expected, reordered, allow_cross_group_reorder=True)
+
+
+def _recorded(original: Graph, records) -> tuple[list[Bucket], dict[str, list[int]], list[str]]:
+    """The recorded buckets as :class:`Bucket` of ``original``, the original nodes each
+    added node stands for (merged collective -> member collectives, member result -> member
+    wait), and the problems found."""
+    buckets, where, problems = [], {}, []
+    for members, collective in records:
+        idx = [original.index_of.get(m) for m in members]
+        if None in idx or len(idx) < 2:
+            problems.append(f"bucket {collective!r} names collectives that are not in the original graph")
+            continue
+        why = next((member_problem(original, c) for c in idx if member_problem(original, c)), None)
+        if why is None and len({class_key(original, c) for c in idx}) > 1:
+            why = "its members differ in group, type, reduce op, dtype or arguments"
+        if why is not None:
+            problems.append(f"bucket {collective!r} cannot be formed from the original: {why}")
+            continue
+        tag = tag_of(collective, original.nodes[idx[0]].collective.type)
+        buckets.append(Bucket(tuple(idx), tag))
+        where[collective] = idx
+        for k, c in enumerate(idx):
+            where[result_name(tag, k)] = list(original.waits_of(c))
+    return buckets, where, problems
