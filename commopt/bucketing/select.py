@@ -35,7 +35,13 @@ class Trial:
     rewritten: Rewritten
     durations_us: tuple[float, ...]
     makespan_us: float
-    fits: bool
+    budgets: Callable[[Graph, Sequence[int]], bool]
+
+    def fits(self) -> bool:
+        """Whether the bucketed program keeps the memory budgets (asked only of merges that
+        pay: planning the footprint costs more than simulating)."""
+        graph = self.rewritten.graph
+        return self.budgets(graph, list(range(len(graph))))
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,7 @@ def choose_buckets(graph: Graph, order: Sequence[int], durations_us: Sequence[fl
             if examined < budget and bucket_problem(graph, sched, cand) is None:
                 examined += 1
                 trial = _trial(graph, sched, [*kept, Bucket(tuple(cand))], durations_us, estimate, fits)
-            if trial is not None and trial.fits and trial.makespan_us < best_us * (1.0 - MIN_GAIN):
+            if trial is not None and trial.makespan_us < best_us * (1.0 - MIN_GAIN) and trial.fits():
                 current, best, best_us = cand, trial, trial.makespan_us
                 continue
             if len(current) > 1:
@@ -102,4 +108,4 @@ def _trial(graph: Graph, order: Schedule, buckets: list[Bucket], durations_us: S
     durs = tuple(durations_us[o] if o >= 0 else estimate(new.nodes[i], new)
                  for i, o in enumerate(rw.origin))
     identity = list(range(len(new)))
-    return Trial(rw, durs, simulate(new, identity, durs).makespan_us, fits(new, identity))
+    return Trial(rw, durs, simulate(new, identity, durs).makespan_us, fits)

@@ -40,6 +40,8 @@ def compare_graphs(
     options = estimator_options if estimator_options is not None else EstimatorOptions()
     chain = resolve(None, options)
     durations = chain.durations(graph)
+    if reordered is not None and reordered.meta.get("buckets"):
+        return _bucketed(graph, reordered, chain, durations, max_memory_increase, top)
     after = None
     if reordered is not None:
         after = match_order(graph, reordered, file=reordered.source_path)
@@ -70,6 +72,34 @@ def compare_graphs(
                         notes=notes, data_dependent=entry, optimized=optimized,
                         before_sim=before_sim, after_sim=after_sim,
                         footprint=footprint, robustness=robustness)
+
+
+def _bucketed(graph: Graph, bucketed: Graph, chain, durations, max_memory_increase, top: int) -> OverlapReport:
+    """The report of ``graph`` before and of ``bucketed`` (a program the bucket pass wrote
+    from it: :func:`commopt.invariants.verify_reordered` checks it) after, each in its own
+    order and with its own nodes' durations."""
+    from commopt.buffers.footprint import FootprintBudget, footprint_summary
+    from commopt.sim import simulate
+    from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE, memory_budget
+    from commopt.sim.robustness import robustness_summary
+
+    increase = DEFAULT_MAX_MEMORY_INCREASE if max_memory_increase is None else max_memory_increase
+    after_durations = chain.durations(bucketed)
+    before_sim = simulate(graph, graph.original_order, durations)
+    after_sim = simulate(bucketed, bucketed.original_order, after_durations)
+    notes = [*graph.meta.get("load_warnings", ()), *chain.notes,
+             f"'after' is {_name(bucketed)}, which merges {len(graph.collectives())} collectives into "
+             f"{len(bucketed.collectives())} (buckets recorded in the file), in its own order"]
+    footprint = footprint_summary(bucketed, bucketed.original_order,
+                                  FootprintBudget.for_graph(graph, increase, graph.original_order), notes)
+    robustness = robustness_summary(graph, graph.original_order, bucketed.original_order, durations,
+                                    before_sim.makespan_us, after_sim.makespan_us,
+                                    after_graph=bucketed, after_durations_us=after_durations)
+    return build_report(bucketed, graph.original_order, bucketed.original_order, after_durations,
+                        estimator_name=chain.name, top=top,
+                        memory_budget_bytes=memory_budget(graph, increase), notes=notes,
+                        before_sim=before_sim, after_sim=after_sim, footprint=footprint,
+                        robustness=robustness, before_graph=graph, before_durations_us=durations)
 
 
 def _footprint_and_robustness(graph: Graph, after, durations, increase: float, notes: list[str],

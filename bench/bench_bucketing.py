@@ -1,0 +1,112 @@
+"""Bucketing: commopt with and without its bucket pass, against torch's
+``schedule_overlap_bucketing`` with bucketing on, on the FSDP-like corpus graphs and the
+generated FSDP and 2-D stacks.
+
+Same costs for everyone: commopt's analytical estimator (h100) gives every node its duration;
+torch gets them through ``custom_runtime_estimation`` and the nodes it adds are estimated by
+the same chain; commopt's bucket pass estimates the nodes it adds with the same chain. Each
+setting is run at two latencies: 8 GPUs per node (ranks of a group on one node, NVLink) and 1
+GPU per node (every hop crosses nodes, the multi-node case bucketing is for). Both commopt rows
+get torch+bucketing's peak of live tensors as their budget (torch budgets live tensors only).
+Every order is simulated by commopt's simulator.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from bench import graphs
+from bench.bench_vs_torch import HARDWARE, Outcome, _simulated, _torch
+from bench.util import table
+
+#: The default pipeline with the bucket pass after raise-comms (docs/bucketing.md).
+BUCKETED = "compute-overlap,sink-waits,raise-comms,bucket,polish"
+UNBUCKETED = "compute-overlap,sink-waits,raise-comms,polish"
+CORPUS = ("llama_fsdp", "llama_fsdp_bf16", "llama_tp_fsdp_2d")
+STACKS = ("fsdp_L8", "fsdp_L32", "mesh2d_dp4tp2_L32")
+
+
+def _graphs(quick: bool) -> list[graphs.BenchGraph]:
+    corpus = graphs.ROOT / "sample_graphs" / "corpus" / "ws8"
+    out = [graphs.BenchGraph(f"corpus/ws8:{n}", corpus / f"{n}.pt2", generated=False) for n in CORPUS]
+    graphs.init_fake_pg()
+    out += [graphs.ensure_graph(n) for n in STACKS if graphs.SPECS[n].quick or not quick]
+    return out
+
+
+def _commopt(graph, options, passes: str, budget_bytes: int, peak_bytes: int, lb: float,
+             label: str) -> tuple[Outcome, int]:
+    import commopt
+
+    fraction = max(-0.99, budget_bytes / max(1, peak_bytes) - 1.0)
+    t0 = time.perf_counter()
+    result = commopt.optimize(graph, estimator=options, passes=passes, max_memory_increase=fraction,
+                              allow_cross_group_reorder=True, memory_accounting="live-tensors")
+    wall = time.perf_counter() - t0
+    out = _simulated(label, result.graph, list(result.order), result.durations_us, lb, wall)
+    return out, len(result.graph.collectives())
+
+
+def compare(bg: graphs.BenchGraph, gpus_per_node: int) -> list[list]:
+    """Rows of one graph at one latency setting."""
+    from commopt.estimators import resolve
+    from commopt.estimators.options import EstimatorOptions
+    from commopt.io import load_graph
+    from commopt.sim import simulate
+
+    graph = load_graph(bg.path)
+    options = EstimatorOptions(estimator="analytical", hardware=HARDWARE, gpus_per_node=gpus_per_node)
+    chain = resolve(options=options)
+    durations = chain.durations(graph)
+    original = simulate(graph, graph.original_order, durations)
+    lb = original.lower_bound_us
+    torch_b = _torch(bg, graph, chain, durations, True, lb)
+    budget = torch_b.peak_bytes if torch_b.peak_bytes is not None else original.peak_memory_bytes
+    rows = [("original", _simulated("original", graph, graph.original_order, durations, lb, None),
+             len(graph.collectives())),
+            ("torch+bucketing", torch_b, _collectives(torch_b, graph))]
+    for label, passes in (("commopt", UNBUCKETED), ("commopt+bucket", BUCKETED)):
+        o, n = _commopt(graph, options, passes, budget, original.peak_memory_bytes, lb, label)
+        rows.append((label, o, n))
+    base = rows[0][1].makespan_us
+    where = "8/node" if gpus_per_node == 8 else f"{gpus_per_node}/node"
+    return [[bg.name, where, label, _ms(o.makespan_us), _ratio(o.makespan_us, base),
+             f"{o.peak_bytes / 2**20:,.2f}" if o.peak_bytes is not None else "-", n,
+             f"{o.wall_s:.2f}" if o.wall_s is not None else "-", o.check or "-", o.note]
+            for label, o, n in rows]
+
+
+def _collectives(o: Outcome, graph) -> int | str:
+    import re
+
+    m = re.search(r"(\d+) fewer collectives", o.note)
+    return len(graph.collectives()) - int(m.group(1)) if m else ("-" if o.makespan_us is None
+                                                                  else len(graph.collectives()))
+
+
+def _ms(us: float | None) -> str:
+    return "-" if us is None else f"{us / 1e3:.3f}"
+
+
+def _ratio(us: float | None, base: float) -> str:
+    return "-" if us is None else f"{us / base:.3f}"
+
+
+def run(quick: bool) -> str:
+    """The bucketing table as a Markdown section."""
+    rows = []
+    for bg in _graphs(quick):
+        for gpn in (8, 1):
+            t0 = time.perf_counter()
+            rows += compare(bg, gpn)
+            print(f"   {bg.name} ({gpn}/node): {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    return "\n".join([
+        "## Bucketing\n",
+        __doc__.split("\n\n", 1)[1].replace("\n", " ").strip() + " `makespan / original`: against "
+        "the original order of the loaded program; `collectives`: in the scheduled program; "
+        "`s`: wall time of the whole `commopt.optimize` call (torch: its scheduler's own time). "
+        "Method: docs/bucketing.md.\n",
+        table(["graph", "GPUs", "schedule", "makespan ms", "makespan / original", "peak MiB",
+               "collectives", "s", "check", "note"], rows),
+    ])
