@@ -260,11 +260,14 @@ def _materialize(graph: Graph, sequence: list, replaced: dict[int, str], names: 
             origin.append(-1)
         else:
             old = graph.nodes[item]
-            node = replace(old, index=p, inputs=tuple(dict.fromkeys(ref(i) for i in old.inputs)),
-                           args=_remap(old.args, ref), kwargs=_remap(old.kwargs, ref),
-                           wait_of=None if old.wait_of is None else ref(old.wait_of),
-                           alias_of=None if old.alias_of is None else ref(old.alias_of),
-                           mutates=tuple(ref(i) for i in old.mutates), attrs=dict(old.attrs))
+            node = Node(index=p, name=old.name, kind=old.kind, op=old.op,
+                        inputs=tuple(dict.fromkeys(ref(i) for i in old.inputs)), outputs=old.outputs,
+                        args=_remap(old.args, ref), kwargs=_remap(old.kwargs, ref),
+                        collective=old.collective,
+                        wait_of=None if old.wait_of is None else ref(old.wait_of),
+                        alias_of=None if old.alias_of is None else ref(old.alias_of),
+                        mutates=tuple(ref(i) for i in old.mutates), side_effect=old.side_effect,
+                        rng=old.rng, duration_us=old.duration_us, attrs=dict(old.attrs))
             origin.append(item)
         out_nodes.append(node)
     meta = {k: v for k, v in graph.meta.items() if k not in (LOADED_INDEX, LOADED_REPLACED)}
@@ -290,15 +293,21 @@ def _loaded_origin(graph: Graph, origin: list[int], replaced: dict[int, str],
 
 
 def _remap(value: Any, ref) -> Any:
-    if isinstance(value, Ref):
+    t = type(value)
+    if t is Ref:
         return Ref(ref(value.index))
-    if isinstance(value, list):
-        return [_remap(v, ref) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_remap(v, ref) for v in value)
-    if isinstance(value, dict):
-        return {k: _remap(v, ref) for k, v in value.items()}
+    if t is tuple or t is list:
+        if not value:
+            return value
+        out = [Ref(ref(v.index)) if type(v) is Ref else v if type(v) in _PLAIN else _remap(v, ref)
+               for v in value]
+        return tuple(out) if t is tuple else out
+    if t is dict:
+        return {k: _remap(v, ref) for k, v in value.items()} if value else value
     return value
+
+
+_PLAIN = (int, float, str, bool, type(None))
 
 
 def bucket_bytes(graph: Graph, b: Bucket) -> int:

@@ -101,11 +101,11 @@ def choose_buckets(graph: Graph, order: Sequence[int], durations_us: Sequence[fl
 def _trial(graph: Graph, order: Schedule, buckets: list[Bucket], durations_us: Sequence[float],
            estimate: Callable[[Node, Graph], float],
            fits: Callable[[Graph, Sequence[int]], bool]) -> Trial:
-    from commopt.sim import simulate
+    from commopt.sim.engine import makespan_us
 
     rw = apply_buckets(graph, order, buckets)
     new = rw.graph
     durs = tuple(durations_us[o] if o >= 0 else estimate(new.nodes[i], new)
                  for i, o in enumerate(rw.origin))
     identity = list(range(len(new)))
-    return Trial(rw, durs, simulate(new, identity, durs).makespan_us, fits)
+    return Trial(rw, durs, makespan_us(new, identity, durs), fits)
