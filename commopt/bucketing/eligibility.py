@@ -18,8 +18,9 @@ from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import SYMBOLIC_SHAPES_ATTR
 
 
-def member_problem(graph: Graph, c: int) -> str | None:
-    """Why collective ``c`` cannot join a bucket (None: it can)."""
+def member_problem(graph: Graph, c: int, written: set[int] | None = None) -> str | None:
+    """Why collective ``c`` cannot join a bucket (None: it can). ``written``: the storage
+    roots some node writes (:func:`written_roots`; computed when not given)."""
     node = graph.nodes[c]
     info = node.collective
     if node.kind is not NodeKind.COLLECTIVE or info is None:
@@ -46,7 +47,17 @@ def member_problem(graph: Graph, c: int) -> str | None:
                 "all_reduce": t_in.numel}[info.type]
     if t_out.numel != expected or (info.type == "reduce_scatter" and t_in.numel % size):
         return "its result size does not follow from its input"
+    if info.type != "all_gather" and c in (written_roots(graph) if written is None else written):
+        # its result would be a view of the bucket's output, shared with the other members:
+        # a write to it would be a write to every member's storage
+        return "its result is written in place"
     return None
+
+
+def written_roots(graph: Graph) -> set[int]:
+    """The storage roots some node of ``graph`` writes."""
+    root = graph.storage_root
+    return {root[m] for node in graph.nodes for m in node.mutates}
 
 
 def class_key(graph: Graph, c: int) -> tuple:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from commopt.bucketing.eligibility import bucket_problem, class_key, member_problem
+from commopt.bucketing.eligibility import bucket_problem, class_key, member_problem, written_roots
 from commopt.bucketing.rewrite import Bucket, Rewritten, apply_buckets
 from commopt.ir.graph import Graph, Node, NodeKind
 from commopt.ir.schedule import Schedule
@@ -58,8 +58,9 @@ def candidate_classes(graph: Graph, order: Schedule) -> list[list[int]]:
     """Bucketable collectives grouped by class, each in issue order; classes with one member
     are left out."""
     classes: dict[tuple, list[int]] = {}
+    written = written_roots(graph)
     for i in order:
-        if graph.nodes[i].kind is NodeKind.COLLECTIVE and member_problem(graph, i) is None:
+        if graph.nodes[i].kind is NodeKind.COLLECTIVE and member_problem(graph, i, written) is None:
             classes.setdefault(class_key(graph, i), []).append(i)
     return [m for m in classes.values() if len(m) > 1]
 

@@ -13,7 +13,7 @@ form is a violation naming it.
 
 from __future__ import annotations
 
-from commopt.bucketing.eligibility import class_key, member_problem
+from commopt.bucketing.eligibility import class_key, member_problem, written_roots
 from commopt.bucketing.rewrite import Bucket, apply_buckets, result_name, tag_of
 from commopt.ir.graph import Graph
 
@@ -52,12 +52,13 @@ def _recorded(original: Graph, records) -> tuple[list[Bucket], dict[str, list[in
     added node stands for (merged collective -> member collectives, member result -> member
     wait), and the problems found."""
     buckets, where, problems = [], {}, []
+    written = written_roots(original)
     for members, collective in records:
         idx = [original.index_of.get(m) for m in members]
         if None in idx or len(idx) < 2:
             problems.append(f"bucket {collective!r} names collectives that are not in the original graph")
             continue
-        why = next((member_problem(original, c) for c in idx if member_problem(original, c)), None)
+        why = next((w for w in (member_problem(original, c, written) for c in idx) if w), None)
         if why is None and len({class_key(original, c) for c in idx}) > 1:
             why = "its members differ in group, type, reduce op, dtype or arguments"
         if why is not None:
