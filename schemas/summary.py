@@ -194,6 +194,7 @@ class Bucketing(BaseModel):
     buckets: list[Bucket]
     collectives_before: int
     collectives_after: int
+    nodes_after: int = Field(description="nodes of the bucketed program (summary.nodes: the loaded one's)")
     makespan_before_us: float = Field(description="makespan of the order the bucket pass was given")
     makespan_after_us: float = Field(description="makespan of the bucketed program in that order")
 

@@ -28,6 +28,6 @@ def bucketing_summary(source: Graph, changes: Sequence[tuple[Any, Any]]):
                                   bytes=node.collective.in_bytes))
     last = found[-1][1].graph
     return Bucketing(buckets=buckets, collectives_before=len(source.collectives()),
-                     collectives_after=len(last.collectives()),
+                     collectives_after=len(last.collectives()), nodes_after=len(last),
                      makespan_before_us=found[0][0].before.makespan_us,
                      makespan_after_us=found[-1][0].after.makespan_us)

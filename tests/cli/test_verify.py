@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from commopt.io.json_graph import graph_to_document, save_json_graph
+from commopt.passes.base import DEFAULT_PIPELINE
 from commopt.schemas.verify import PassList, VerifyReport
 from commopt.synth import fsdp_tp_stack
 from tests.cli_run import run_cli as _run
@@ -75,7 +76,7 @@ def test_passes_lists_builtins_and_default_pipeline(capsys):
     payload = PassList.model_validate_json(capsys.readouterr().out)
     names = [p.name for p in payload.passes]
     assert {"sink-waits", "raise-comms", "compute-overlap"} <= set(names)
-    assert payload.default_pipeline == ["compute-overlap", "sink-waits", "raise-comms", "polish"]
+    assert payload.default_pipeline == list(DEFAULT_PIPELINE)
     assert all(p.broken is None for p in payload.passes if p.source == "built-in")
 
 
