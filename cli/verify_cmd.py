@@ -33,9 +33,10 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
     dtypes and shapes, collective, waits, aliases, writes, role) and the process groups and
     world size must be the same (docs/design.md, "What verify compares").
     """
+    from commopt.bucketing.verify import verify_graph
     from commopt.cross_group import decide_cross_group
     from commopt.errors import CheckFailed
-    from commopt.invariants import content_from_json, verify_reordered
+    from commopt.invariants import content_from_json
     from commopt.ir.graph import Graph
     from commopt.schemas.verify import VerifyReport, ViolationModel
 
@@ -45,7 +46,7 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
     content = None
     if not isinstance(g1, Graph):
         content = content_from_json(reordered, g0, groups=groups_file, mesh=mesh, world_size=world_size)
-    violations = verify_reordered(g0, g1, content=content, allow_cross_group_reorder=allow_cross_group_reorder)
+    violations = verify_graph(g0, g1, content=content, allow_cross_group_reorder=allow_cross_group_reorder)
     report = VerifyReport(
         original=original, reordered=reordered, nodes=len(g0), ok=not violations,
         allow_cross_group_reorder=allow_cross_group_reorder,

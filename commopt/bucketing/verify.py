@@ -18,6 +18,40 @@ from commopt.bucketing.rewrite import Bucket, apply_buckets, result_name, tag_of
 from commopt.ir.graph import Graph
 
 
+def verify_graph(original: Graph, reordered, *, content: Graph | None = None,
+                 allow_cross_group_reorder: bool | None = None):
+    """Violations of a reordered graph with respect to its original: a bucketed graph (one
+    that records buckets) by :func:`verify_bucketed`, any other by
+    :func:`commopt.invariants.verify_reordered`."""
+    from commopt.invariants import verify_reordered
+
+    if isinstance(reordered, Graph) and reordered.meta.get("buckets"):
+        return verify_bucketed(original, reordered, allow_cross_group_reorder=allow_cross_group_reorder)
+    return verify_reordered(original, reordered, content=content,
+                            allow_cross_group_reorder=allow_cross_group_reorder)
+
+
+def expanded_order(original: Graph, bucketed: Graph, order=None) -> list[int]:
+    """The order of ``original``'s nodes that ``bucketed`` (in ``order``, default its own)
+    stands for: each bucket's member collectives where the merged collective is, each member's
+    wait where its result is. Raises ValueError for a bucket the original cannot form."""
+    buckets, where, problems = _recorded(original, bucketed.meta.get("buckets", []))
+    if problems:
+        raise ValueError(problems[0])
+    return _expand(original, bucketed, where, order)
+
+
+def _expand(original: Graph, bucketed: Graph, where: dict[str, list[int]], order=None) -> list[int]:
+    out: list[int] = []
+    for i in (range(len(bucketed)) if order is None else order):
+        name = bucketed.nodes[i].name
+        if name in where:
+            out.extend(where[name])
+        elif name in original.index_of:
+            out.append(original.index_of[name])
+    return out
+
+
 def verify_bucketed(original: Graph, reordered: Graph, *, allow_cross_group_reorder: bool | None):
     """Violations of ``reordered`` (a bucketed graph) with respect to ``original``, as
     :func:`commopt.invariants.verify_reordered` gives them (module docstring)."""
@@ -26,12 +60,7 @@ def verify_bucketed(original: Graph, reordered: Graph, *, allow_cross_group_reor
     buckets, where, problems = _recorded(original, reordered.meta.get("buckets", []))
     if problems:
         return [Violation(0, p, ()) for p in problems]
-    order: list[int] = []
-    for node in reordered.nodes:
-        if node.name in where:
-            order.extend(where[node.name])
-        elif node.name in original.index_of:
-            order.append(original.index_of[node.name])
+    order = _expand(original, reordered, where)
     if sorted(order) != list(range(len(original))):
         missing = next(n.name for n in original.nodes if n.index not in set(order))
         return [Violation(0, f"{missing!r} of the original graph is neither in the bucketed graph "

@@ -31,6 +31,7 @@ from typing import Any
 
 from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
+from commopt.passes.base import DEFAULT_PIPELINE
 from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE
 
 try:  # the base class Inductor's cache key understands; torch is a dependency of the pass
@@ -54,11 +55,18 @@ class CompiledGraphOrder:
     notes: tuple[str, ...] = ()
 
 
+#: The passes the Inductor pass runs by default: commopt's default pipeline without ``bucket``.
+REORDER_PIPELINE = ",".join(p for p in DEFAULT_PIPELINE if p != "bucket")
+
+
 class CommoptInductorPass(_PassBase):
     """A ``post_grad_custom_post_pass`` applying commopt's pass pipeline to each graph.
 
     ``estimator`` (a spec or :class:`~commopt.estimators.EstimatorOptions`), ``passes`` and
-    ``max_memory_increase`` mean what they mean to ``commopt optimize``. Memory is budgeted on
+    ``max_memory_increase`` mean what they mean to ``commopt optimize``, except that the pass
+    only reorders: the default pipeline runs without the bucket pass (which rewrites the
+    graph; Inductor's own bucketing can merge collectives there) and a pipeline that rewrites
+    the graph is an error. Memory is budgeted on
     live tensors: Inductor plans its buffers by liveness and has no persistent comm buffers.
     ``records`` lists what the pass did to each graph, in compile order.
     """
@@ -89,10 +97,13 @@ class CommoptInductorPass(_PassBase):
         if not g.collectives():
             self.records.append(CompiledGraphOrder(len(g), 0, 0.0, 0.0, (), (), ("no collectives",)))
             return
-        result = commopt.optimize(g, estimator=self.estimator, passes=self.passes,
+        result = commopt.optimize(g, estimator=self.estimator, passes=self.passes or REORDER_PIPELINE,
                                   max_memory_increase=self.max_memory_increase,
                                   allow_cross_group_reorder=self.allow_cross_group_reorder,
                                   memory_accounting="live-tensors", timings=False)
+        if result.source_graph is not None:
+            raise OptionError("inside torch.compile commopt only reorders Inductor's graph; the "
+                              "bucket pass rewrites it: leave 'bucket' out of the passes", field="passes")
         fx_nodes = list(graph.nodes)
         moved = [fx_nodes[i] for i in result.order
                  if fx_nodes[i].op not in ("placeholder", "get_attr", "output")]

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from commopt.bucketing import apply_buckets
-from commopt.invariants import verify_reordered
+from commopt.bucketing.verify import verify_graph
 from commopt.io import load_graph
 from commopt.io.json_graph import load_json_graph, save_json_graph
 from tests.bucketing.helpers import largest_buckets, raised_order
@@ -33,7 +33,7 @@ def _edited(files, tmp_path, edit):
 
 
 def test_bucketed_graph_verifies(files) -> None:
-    assert verify_reordered(load_json_graph(files / "original.json"),
+    assert verify_graph(load_json_graph(files / "original.json"),
                             load_json_graph(files / "bucketed.json")) == []
 
 
@@ -42,7 +42,7 @@ def test_bucket_mixing_types_is_refused(files, tmp_path) -> None:
         ag, rs = doc["meta"]["buckets"]
         ag[0][-1], rs[0][-1] = rs[0][-1], ag[0][-1]
 
-    violations = verify_reordered(load_json_graph(files / "original.json"), _edited(files, tmp_path, edit))
+    violations = verify_graph(load_json_graph(files / "original.json"), _edited(files, tmp_path, edit))
     assert violations and "cannot be formed from the original" in str(violations[0])
 
 
@@ -51,5 +51,5 @@ def test_bucket_whose_layout_differs_from_the_rewrite_is_refused(files, tmp_path
         cat = next(n for n in doc["nodes"] if n["name"] == "bucket0_cat")
         cat["args"][0].reverse()  # members concatenated in another order than recorded
 
-    violations = verify_reordered(load_json_graph(files / "original.json"), _edited(files, tmp_path, edit))
+    violations = verify_graph(load_json_graph(files / "original.json"), _edited(files, tmp_path, edit))
     assert any("'bucket0_cat' changed its args" in str(v) for v in violations)

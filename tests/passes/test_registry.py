@@ -78,7 +78,7 @@ def test_broken_plugins_are_listed_and_loading_them_is_a_plugin_error():
         _ep("aa-not-a-pass", "commopt.errors:OptionError"),
         _ep("bb-misnamed", "commopt.passes.sink_waits:SinkWaits"),
     ])
-    assert reg.names() == ["aa-not-a-pass", "bb-misnamed", "compute-overlap", "polish", "raise-comms",
+    assert reg.names() == ["aa-not-a-pass", "bb-misnamed", "bucket", "compute-overlap", "polish", "raise-comms",
                            "sink-waits", "zz-missing"]
     broken = reg.check_all()
     assert [b.name for b in broken] == ["aa-not-a-pass", "bb-misnamed", "zz-missing"]
