@@ -28,6 +28,7 @@ DEFAULTS: dict[str, Any] = {
     "allow_cross_group_reorder": None,  # the safe rule, commopt.cross_group
     "align": DEFAULT_ALIGN_BYTES,
     "comm_buffers": "all",
+    "persistent_params": "none",
     "max_exposed_comm_us": None,
     "min_overlap": None,
     "max_peak_memory": None,

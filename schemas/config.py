@@ -25,6 +25,9 @@ class ConfigFile(BaseModel):
     allow_cross_group_reorder: bool | None = None
     align: int | None = Field(None, ge=1)
     comm_buffers: str | None = None
+    persistent_params: str | None = Field(
+        None, description="process groups whose all_gathered parameters live in the arena: "
+                          "'all', 'none' or comma-separated group names")
     max_exposed_comm_us: float | None = Field(None, ge=0, allow_inf_nan=False)
     min_overlap: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
     max_peak_memory: int | None = Field(None, ge=0)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from commopt.buffers.persistent import NO_PERSISTENT, ParamSlot, PersistentParams
 from commopt.errors import GraphError, OptionError, suggest
 from commopt.ir.args import iter_refs
 from commopt.ir.graph import COLLECTIVE_TYPES, CollectiveInfo, Graph, Node, NodeKind, TensorMeta
@@ -54,6 +55,11 @@ class BufferSpec:
     last: int
     producer: int | None
     zero_copy: bool
+    #: a parameter's slot for the whole step (:mod:`commopt.buffers.persistent`), copied in
+    #: once when the runner loads its inputs
+    persistent: bool = False
+    #: the other collective tensors, as (collective, tensor index), reading this same slot
+    shared: tuple[tuple[int, int], ...] = ()
 
     def name(self, graph: Graph) -> str:
         """The buffer's id in the plan: ``'<collective>:<role><tensor_index>'``."""
@@ -249,15 +255,20 @@ def collect_buffers(
     graph: Graph,
     order: Sequence[int],
     collective_types: Iterable[str] | None = None,
+    persistent: PersistentParams = NO_PERSISTENT,
 ) -> list[BufferSpec]:
     """Every communication buffer of ``graph`` with its lifetime on ``order``.
 
     Sorted by (collective's original index, role, tensor index): deterministic.
-    ``collective_types`` restricts to those types (None: all). The order-independent facts
-    are computed once per graph, so the passes' footprint budget may ask for many orders.
+    ``collective_types`` restricts to those types (None: all). ``persistent``: parameters
+    that live in the arena (:func:`commopt.buffers.persistent.find_persistent_params`): one
+    slot per parameter for the whole order, owned by its first reader and shared by the
+    others, which get no input buffer of their own. The order-independent facts are
+    computed once per graph, so the passes' footprint budget may ask for many orders.
     """
     pos = Schedule.of(graph, order).positions
     wanted = None if collective_types is None else frozenset(collective_types)
+    served = persistent.by_read()
     sites = _sites(graph)
     keys = sites.keys
     last = _LastUses(sites, np.asarray(pos, dtype=np.int64).reshape(len(pos)))
@@ -270,6 +281,11 @@ def collect_buffers(
         done = max((pos[w] for w in site.waits), default=issue)
         role = "inout" if info.in_place else "input"
         for r in site.reads:
+            slot = served.get((c, r.k))
+            if slot is not None:
+                if slot.reads[0] == (c, r.k):
+                    out.append(_persistent_spec(graph, slot, len(pos)))
+                continue
             end = done
             if info.in_place:
                 end = max(done, _last_of_root(last, keys[r.value]), last.get((keys[c][0], r.k), -1),
@@ -299,6 +315,18 @@ def collect_buffers(
                 first=issue, last=end, producer=None, zero_copy=False,
             ))
     return out
+
+
+def _persistent_spec(graph: Graph, slot: ParamSlot, length: int) -> BufferSpec:
+    """The input buffer of ``slot``'s first reader: the parameter itself, live throughout."""
+    c, k = slot.reads[0]
+    meta = graph.nodes[slot.param].outputs[0]
+    return BufferSpec(
+        collective=c, role="input", tensor_index=k, value=slot.param, group=slot.group,
+        meta=meta, padded_bytes=meta.padded_nbytes, local_bytes=meta.nbytes,
+        first=0, last=max(0, length - 1), producer=slot.param, zero_copy=False,
+        persistent=True, shared=slot.reads[1:],
+    )
 
 
 def _last_of_root(last: dict[tuple[int, int], int] | _LastUses, key: tuple[int, int]) -> int:

@@ -78,6 +78,7 @@ class Lowering:
         self.notes = notes
         self.copies = 0
         self.zero_copy = 0
+        self.persistent_reads = 0  # collective tensors read from a persistent parameter slot
         self.runtime_sized: set[str] = set()  # collectives whose output is sized when run
         self.targets: dict[int, tuple[str, WriteMode]] = {}
         self.used_buffers: set[str] = set()
@@ -179,7 +180,7 @@ class Lowering:
              targets: dict[int, tuple[str, WriteMode]] | None = None) -> list[str]:
         """Statements of a step function running ``order``; arenas when ``slots`` is given."""
         graph = self.graph
-        self.copies = self.zero_copy = 0
+        self.copies = self.zero_copy = self.persistent_reads = 0
         last_use = self._last_use(order)
         self.targets = dict(targets or {}) if slots is not None else {}
         lines: list[str] = []
@@ -385,6 +386,11 @@ class Lowering:
         in_slot = slot("input") or slot("inout")
         if in_slot is None:
             buf_in = f"{src}.contiguous()"
+        elif in_slot.persistent:  # the parameter lives in the slot: placed once, at setup
+            self.persistent_reads += 1
+            self.used_buffers.add(in_slot.var)
+            buf_in = f"views.{in_slot.var}.view({list(src_meta.max_shape or src_meta.shape)!r})"
+            lines.append(f"# reads its parameter where it lives: persistent slot {in_slot.var}, no copy")
         else:
             buf_in = f"views.{in_slot.var}"
             self.used_buffers.add(in_slot.var)

@@ -33,7 +33,7 @@ def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel
     groups = _group_specs(graph)
     group_var = {g.name: g.var for g in groups}
     value_var = [identifier("n", n.index, n.name) for n in graph.nodes]
-    arenas, buffers, slots, digest = plan_tables(graph, order, plan, group_var)
+    arenas, buffers, slots, digest, persistent = plan_tables(graph, order, plan, group_var)
     ops: dict[str, str] = {}
     emulated: list[EmulatedSpec] = []
     notes: list[str] = []
@@ -41,6 +41,9 @@ def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel
     targets = zero_copy_targets(graph, slots, {i: p for p, i in enumerate(order)})
     optimized = lowering.body(order, slots, targets)
     copies, zero_copy = lowering.copies, lowering.zero_copy
+    if persistent:
+        notes.append(f"{len(persistent)} parameter(s) live in the arena (copied in once when the "
+                     f"inputs are loaded): {lowering.persistent_reads} copy-in(s) per step saved")
     used = set(lowering.used_buffers)
     original = lowering.body(graph.original_order, None)
     if lowering.runtime_sized:
@@ -69,6 +72,8 @@ def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel
         original=original,
         copies_per_iter=copies,
         zero_copy_per_iter=zero_copy,
+        persistent_params=persistent,
+        persistent_reads_per_iter=lowering.persistent_reads,
         predicted_peak_bytes=predicted,
         notes=notes,
     )
