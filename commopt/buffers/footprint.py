@@ -42,6 +42,7 @@ def estimate_footprint(graph: Graph, order: Sequence[int], *, align: int = DEFAU
     resident = {s.collective for s in specs if s.role in ("output", "inout")}
     resident.update(s.value for s in specs if s.persistent)
     copied = {s.collective for s in specs if s.role in ("input", "inout") and not s.persistent}
+    copied.update(c for s in specs if not s.persistent for c, _ in s.shared)  # read the copy
     return footprint(graph, order, arena, resident, copied, padded=True)
 
 
@@ -64,6 +65,7 @@ def plan_footprint(graph: Graph, order: Sequence[int], plan: BufferPlan,
                 resident.add(c)
             if buf.role in ("input", "inout"):
                 copied.add(c)
+                copied.update(index[r.rpartition(":")[0]] for r in buf.shared_with)
     return footprint(graph, order, plan.totals.arena_bytes, resident, copied, padded=True)
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from commopt.buffers.persistent import NO_PERSISTENT, ParamSlot, PersistentParams
+from commopt.buffers.shared import shared_reads
 from commopt.errors import GraphError, OptionError, suggest
 from commopt.ir.args import iter_refs
 from commopt.ir.graph import COLLECTIVE_TYPES, CollectiveInfo, Graph, Node, NodeKind, TensorMeta
@@ -263,8 +264,10 @@ def collect_buffers(
     ``collective_types`` restricts to those types (None: all). ``persistent``: parameters
     that live in the arena (:func:`commopt.buffers.persistent.find_persistent_params`): one
     slot per parameter for the whole order, owned by its first reader and shared by the
-    others, which get no input buffer of their own. The order-independent facts are
-    computed once per graph, so the passes' footprint budget may ask for many orders.
+    others, which get no input buffer of their own. Other reads of one fixed content share
+    a slot too (:mod:`commopt.buffers.shared`), live from the first reader's issue to the
+    last reader's wait. The order-independent facts are computed once per graph, so the
+    passes' footprint budget may ask for many orders.
     """
     pos = Schedule.of(graph, order).positions
     wanted = None if collective_types is None else frozenset(collective_types)
@@ -272,13 +275,15 @@ def collect_buffers(
     sites = _sites(graph)
     keys = sites.keys
     last = _LastUses(sites, np.asarray(pos, dtype=np.int64).reshape(len(pos)))
+    done_of = {s.c: max((pos[w] for w in s.waits), default=pos[s.c]) for s in sites.sites}
+    sharing = _sharing(graph, wanted, served)
     out: list[BufferSpec] = []
     for site in sites.sites:
         c, info = site.c, site.info
         if wanted is not None and info.type not in wanted:
             continue
         issue = pos[c]
-        done = max((pos[w] for w in site.waits), default=issue)
+        done = done_of[c]
         role = "inout" if info.in_place else "input"
         for r in site.reads:
             slot = served.get((c, r.k))
@@ -286,7 +291,11 @@ def collect_buffers(
                 if slot.reads[0] == (c, r.k):
                     out.append(_persistent_spec(graph, slot, len(pos)))
                 continue
-            end = done
+            members = sharing.get((c, r.k), ())
+            if members and members[0] != (c, r.k):
+                continue  # reads the slot of the set's first member
+            issue = min((pos[m] for m, _ in members), default=pos[c])
+            end = max((done_of[m] for m, _ in members), default=done)
             if info.in_place:
                 end = max(done, _last_of_root(last, keys[r.value]), last.get((keys[c][0], r.k), -1),
                           last.get((keys[c][0], ALL_TENSORS), -1))
@@ -298,8 +307,9 @@ def collect_buffers(
             out.append(BufferSpec(
                 collective=c, role=role, tensor_index=r.k, value=r.value, group=info.group,
                 meta=r.meta, padded_bytes=r.padded_bytes, local_bytes=r.local_bytes,
-                first=first, last=end, producer=r.root, zero_copy=zero_copy,
+                first=first, last=end, producer=r.root, zero_copy=zero_copy, shared=members[1:],
             ))
+        issue = pos[c]
         if info.in_place:
             continue
         multi = len(site.outputs) > 1
@@ -314,6 +324,22 @@ def collect_buffers(
                 padded_bytes=padded, local_bytes=local,
                 first=issue, last=end, producer=None, zero_copy=False,
             ))
+    return out
+
+
+def _sharing(graph: Graph, wanted: frozenset[str] | None,
+             served: dict) -> dict[tuple[int, int], tuple[tuple[int, int], ...]]:
+    """The shared input slots of :func:`commopt.buffers.shared.shared_reads` among the reads
+    that get a buffer (of a wanted type, not served by a persistent parameter slot)."""
+    nodes = graph.nodes
+    out: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
+    for read, members in shared_reads(graph).items():
+        if read in out:
+            continue
+        kept = tuple(m for m in members if m not in served
+                     and (wanted is None or nodes[m[0]].collective.type in wanted))
+        for m in kept if len(kept) > 1 else ():
+            out[m] = kept
     return out
 
 

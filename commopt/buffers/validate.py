@@ -94,10 +94,13 @@ def validate_plan(graph: Graph, order: Sequence[int] | None, plan: BufferPlan) -
             if buf.persistent or buf.shared_with:
                 if writers is None:
                     writers = {_root(graph, j): n.name for n in graph.nodes for j in n.mutates}
-                problems.extend(_persistent_problems(graph, len(order), where, arena.group, buf,
-                                                     expected, writers))
                 covered.update(buf.shared_with)
-                continue
+                if buf.persistent:
+                    problems.extend(_persistent_problems(graph, len(order), where, arena.group, buf,
+                                                         expected, writers))
+                    continue
+                problems.extend(_shared_problems(graph, where, arena.group, buf, expected, writers))
+                exp = _widened(exp, [expected[r] for r in buf.shared_with if r in expected])
             problems.extend(_compare(where, arena.group, buf, exp))
     for name in covered & set(seen):
         problems.append(f"buffer {name!r} reads a persistent parameter slot and has a buffer of its own")
@@ -147,8 +150,6 @@ def _persistent_problems(graph: Graph, length: int, where: str, group: str, buf:
     from commopt.buffers.persistent import RESHAPING_VIEWS
 
     nodes = graph.nodes
-    if not buf.persistent:
-        return [f"{where}: shares its slot (shared_with) but is not a persistent parameter slot"]
     p = graph.index_of.get(buf.value)
     param = nodes[p] if p is not None else None
     if param is None or param.kind is not NodeKind.INPUT or param.attrs.get("role") != "parameter" \
@@ -192,6 +193,56 @@ def _persistent_problems(graph: Graph, length: int, where: str, group: str, buf:
                 break
             i = n.alias_of
     return out
+
+
+def _shared_problems(graph: Graph, where: str, group: str, buf: PlannedBuffer,
+                     expected: dict[str, _Expected], writers: dict[int, str]) -> list[str]:
+    """A slot shared by several collective inputs: each reader is a non-in-place all_gather,
+    reduce_scatter or all_to_all of the group, reading one storage nothing writes through
+    waits and reshaping views, with the same dtype, elements and padded size."""
+    from commopt.buffers.persistent import RESHAPING_VIEWS
+
+    nodes = graph.nodes
+    out: list[str] = []
+    contents = set()
+    for reader in [buf.name, *buf.shared_with]:
+        exp = expected.get(reader)
+        c = graph.index_of.get(reader.rpartition(":")[0])
+        if exp is None or c is None or not reader.rpartition(":")[2].startswith("in"):
+            out.append(f"{where}: reader {reader!r} is not a collective input of this graph")
+            continue
+        info = nodes[c].collective
+        if info.in_place or info.type not in ("all_gather", "reduce_scatter", "all_to_all") \
+                or exp.group != group:
+            out.append(f"{where}: reader {reader!r} ({info.type} of group {exp.group!r}) cannot read a "
+                       f"shared slot of group {group!r}")
+        i = graph.index_of[exp.exact["value"]]
+        meta = nodes[i].outputs[0]
+        while nodes[i].alias_of is not None and not nodes[i].mutates and (
+                nodes[i].kind is NodeKind.WAIT
+                or (nodes[i].kind is NodeKind.VIEW and nodes[i].op in RESHAPING_VIEWS)):
+            i = nodes[i].alias_of
+        root = nodes[i]
+        if root.alias_of is not None or len(root.outputs) != 1 or root.outputs[0].dtype != meta.dtype \
+                or root.outputs[0].numel != meta.numel:
+            out.append(f"{where}: reader {reader!r} reads {exp.exact['value']!r}, not a whole storage "
+                       "through waits and reshaping views")
+        elif i in writers:
+            out.append(f"{where}: {writers[i]!r} writes {root.name!r}, which reader {reader!r} reads: "
+                       "one copy cannot serve every reader")
+        contents.add((i, meta.dtype, meta.numel, exp.padded_bytes))
+    if len(contents) > 1:
+        out.append(f"{where}: its readers read different contents: {sorted(contents)}")
+    return out
+
+
+def _widened(exp: _Expected, others: list[_Expected]) -> _Expected:
+    """``exp`` with the lifetime every reader of a shared slot needs: from the first issue
+    to the last reader's end."""
+    import dataclasses
+
+    return dataclasses.replace(exp, last=max([exp.last, *(o.last for o in others)]),
+                               issue=min([exp.issue, *(o.issue for o in others)]))
 
 
 def _root(graph: Graph, i: int) -> int:

@@ -81,6 +81,8 @@ class Lowering:
         self.persistent_reads = 0  # collective tensors read from a persistent parameter slot
         self.runtime_sized: set[str] = set()  # collectives whose output is sized when run
         self.targets: dict[int, tuple[str, WriteMode]] = {}
+        self.written_slots: set[str] = set()
+        self.filled: set[str] = set()
         self.used_buffers: set[str] = set()
 
     def fail(self, node: Node, message: str, field: str | None = None) -> GraphError:
@@ -183,6 +185,8 @@ class Lowering:
         self.copies = self.zero_copy = self.persistent_reads = 0
         last_use = self._last_use(order)
         self.targets = dict(targets or {}) if slots is not None else {}
+        self.written_slots = {var for var, _ in self.targets.values()}  # filled by their producer
+        self.filled = set()  # input slots holding their value in this step already
         lines: list[str] = []
         waited: set[int] = set()
         returned = "[]"
@@ -392,11 +396,15 @@ class Lowering:
             buf_in = f"views.{in_slot.var}.view({list(src_meta.max_shape or src_meta.shape)!r})"
             lines.append(f"# reads its parameter where it lives: persistent slot {in_slot.var}, no copy")
         else:
-            buf_in = f"views.{in_slot.var}"
+            shape = list(src_meta.max_shape or src_meta.shape)
+            buf_in = f"views.{in_slot.var}" + ("" if tuple(shape) == in_slot.shape else f".view({shape!r})")
             self.used_buffers.add(in_slot.var)
-            if self._written_by_producer(s) != in_slot.var:
+            if in_slot.var in self.filled:  # a slot shared by collectives reading one content
+                lines.append(f"# reads the copy already in its shared slot {in_slot.var}")
+            elif in_slot.var not in self.written_slots:
                 self.copies += 1
                 lines.append(f"{buf_in}.copy_({src})  # copy in")
+            self.filled.add(in_slot.var)
         out_slot = slot("output")
         if out_slot is not None:
             self.used_buffers.add(out_slot.var)

@@ -81,8 +81,8 @@ def plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str, 
             slots[(coll, buf.role, int(buf.tensor_index))] = slot
             if slot.persistent:
                 persistent.append((var, _persistent_input(graph, buf)))
-                for reader in buf.shared_with:
-                    slots[_reader_key(graph, reader)] = slot
+            for reader in getattr(buf, "shared_with", ()):
+                slots[_reader_key(graph, reader)] = slot
     return arenas, buffers, slots, str(plan.digest), persistent
 
 
