@@ -77,6 +77,7 @@ class Lowering:
         self.emulated_var: dict[int, str] = {}
         self.notes = notes
         self.copies = 0
+        self.copy_bytes = 0  # bytes those copies move per step
         self.zero_copy = 0
         self.persistent_reads = 0  # collective tensors read from a persistent parameter slot
         self.runtime_sized: set[str] = set()  # collectives whose output is sized when run
@@ -182,7 +183,7 @@ class Lowering:
              targets: dict[int, tuple[str, WriteMode]] | None = None) -> list[str]:
         """Statements of a step function running ``order``; arenas when ``slots`` is given."""
         graph = self.graph
-        self.copies = self.zero_copy = self.persistent_reads = 0
+        self.copies = self.zero_copy = self.persistent_reads = self.copy_bytes = 0
         last_use = self._last_use(order)
         self.targets = dict(targets or {}) if slots is not None else {}
         self.written_slots = {var for var, _ in self.targets.values()}  # filled by their producer
@@ -353,6 +354,11 @@ class Lowering:
             lines.append(f"{var} = {value}")
         return lines
 
+    def _count_copy(self, meta: TensorMeta) -> None:
+        """One more tensor copied per step (and its bytes, at the largest rank's size)."""
+        self.copies += 1
+        self.copy_bytes += meta.padded_nbytes
+
     def _written_by_producer(self, producer: int) -> str | None:
         """The buffer variable ``producer`` writes into itself (None: it writes nowhere)."""
         target = self.targets.get(producer)
@@ -376,13 +382,13 @@ class Lowering:
         if info.type in ("all_reduce", "broadcast"):
             target = slot("inout") or slot("output") or slot("input")
             if target is None:
-                self.copies += 1  # no buffer planned: a fresh copy, as the functional op makes
+                self._count_copy(src_meta)  # no buffer planned: a fresh copy, as the functional op makes
                 lines.append(f"{fresh} = {src}.clone()")
                 return fresh, fresh
             buf = f"views.{target.var}"
             self.used_buffers.add(target.var)
             if self._written_by_producer(s) != target.var:
-                self.copies += 1
+                self._count_copy(src_meta)
                 lines.append(f"{buf}.copy_({src})  # copy in")
             return buf, buf
         out_meta = self.out_meta(node, k, src_meta)
@@ -402,7 +408,7 @@ class Lowering:
             if in_slot.var in self.filled:  # a slot shared by collectives reading one content
                 lines.append(f"# reads the copy already in its shared slot {in_slot.var}")
             elif in_slot.var not in self.written_slots:
-                self.copies += 1
+                self._count_copy(src_meta)
                 lines.append(f"{buf_in}.copy_({src})  # copy in")
             self.filled.add(in_slot.var)
         out_slot = slot("output")

@@ -66,6 +66,8 @@ class RunnerModel:
     optimized: list[str]
     original: list[str]
     copies_per_iter: int = 0
+    #: bytes those copies move per step (largest rank's sizes)
+    copy_bytes_per_iter: int = 0
     zero_copy_per_iter: int = 0
     #: parameters living in the arena: (buffer view variable, input name), placed once
     persistent_params: list[tuple[str, str]] = field(default_factory=list)

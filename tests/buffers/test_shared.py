@@ -22,7 +22,7 @@ def test_reads_of_one_content_share_a_slot_live_for_every_reader() -> None:
     assert bufs["ag1:in0"].last == pos[g.index_of["ag2_w"]]
     # the runner copies each content in once: w once (its first gather), r never (zero-copy)
     model = build_model(g, g.original_order, plan)
-    assert model.copies_per_iter == 1
+    assert (model.copies_per_iter, model.copy_bytes_per_iter) == (1, 32 * 4)
     assert sum("reads the copy already in its shared slot" in line for line in model.optimized) == 2
 
 
