@@ -184,10 +184,15 @@ def _persistent_entry(graph: Graph, persistent: PersistentParams,
     nodes = graph.nodes
     placed = {b.name: b for a in arenas for b in a.buffers if b.persistent}
     params, saved, moved = [], 0, 0
+    left_out = [schema.NotPersistent(param=nodes[r.param].name, collective=nodes[r.collective].name,
+                                     reason=r.reason) for r in persistent.rejected]
     for slot in persistent.slots:
         name = _read_name(graph, *slot.reads[0])
         buf = placed.get(name)
-        if buf is None:  # its collective type got no buffers (--comm-buffers)
+        if buf is None:
+            left_out.append(schema.NotPersistent(
+                param=nodes[slot.param].name, collective=nodes[slot.reads[0][0]].name,
+                reason="all_gathers get no persistent buffers (--comm-buffers leaves them out)"))
             continue
         params.append(schema.PersistentParam(
             param=nodes[slot.param].name, buffer=name, group=slot.group, size_bytes=buf.size_bytes,
@@ -197,8 +202,7 @@ def _persistent_entry(graph: Graph, persistent: PersistentParams,
     return schema.PersistentParams(
         groups=list(persistent.groups) if persistent.groups is not None else ["all"],
         params=params,
-        not_qualified=[schema.NotPersistent(param=nodes[r.param].name, collective=nodes[r.collective].name,
-                                            reason=r.reason) for r in persistent.rejected],
+        not_qualified=left_out,
         slot_bytes=sum(p.size_bytes for p in params),
         copies_saved_per_step=saved,
         bytes_not_copied_per_step=moved,

@@ -81,8 +81,11 @@ def plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str, 
             slots[(coll, buf.role, int(buf.tensor_index))] = slot
             if slot.persistent:
                 persistent.append((var, _persistent_input(graph, buf)))
-            for reader in getattr(buf, "shared_with", ()):
-                slots[_reader_key(graph, reader)] = slot
+            readers = [_reader_key(graph, r) for r in getattr(buf, "shared_with", ())]
+            if slot.persistent or readers:
+                _check_one_storage(graph, buf, [(coll, buf.role, int(buf.tensor_index)), *readers])
+            for key in readers:
+                slots[key] = slot
     return arenas, buffers, slots, str(plan.digest), persistent
 
 
@@ -95,6 +98,22 @@ def _persistent_input(graph: Graph, buf: Any) -> str:
         raise OptionError(f"persistent buffer {buf.name!r} holds {buf.value!r}, not a parameter of "
                           "this graph with its shape and dtype", field="plan.groups.buffers")
     return node.name
+
+
+def _check_one_storage(graph: Graph, buf: Any, keys: list[tuple[int, str, int]]) -> None:
+    """Every reader of a shared or persistent slot sends a value of one storage (the
+    parameter's, for a persistent slot): the runner copies it in once, or never."""
+    from commopt.codegen.lowering import collective_sources
+
+    roots = set()
+    for c, _, k in keys:
+        sources = collective_sources(graph.nodes[c])
+        roots.add(graph.storage_root[sources[k]] if k < len(sources) else -1)
+    want = {graph.index_of.get(buf.value)} if getattr(buf, "persistent", False) else roots
+    if len(roots) != 1 or roots != want:
+        raise OptionError(f"buffer {buf.name!r} is read by collectives sending different tensors "
+                          "(or not its parameter): one slot cannot serve them; run verify-plan",
+                          field="plan.groups.buffers.shared_with")
 
 
 def _reader_key(graph: Graph, reader: str) -> tuple[int, str, int]:

@@ -161,3 +161,11 @@ def test_a_parameter_written_in_place_or_read_unevenly_does_not_qualify() -> Non
     assert reasons == {"w": "the step updates the parameter in place",
                        "u": "uneven shard: another rank holds a larger one"}
     assert validate_plan(g, None, plan_buffers(g, persistent_params="all")) == []
+
+
+def test_without_all_gather_buffers_no_parameter_is_placed_and_the_plan_says_why() -> None:
+    g = regather_graph()
+    plan = plan_buffers(g, collective_types="reduce_scatter", persistent_params="all")
+    assert validate_plan(g, None, plan) == [] and _slots(plan) == []
+    (left,) = plan.persistent_params.not_qualified
+    assert left.param == "w" and "--comm-buffers" in left.reason
