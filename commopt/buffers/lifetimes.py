@@ -12,6 +12,9 @@ positions in the order:
   getitems, waits), and at least to the last wait;
 - inout: from the issue (from the storage's allocation when zero-copy) to the last use of any
   alias of it, and at least to the last wait.
+- a shared input slot (collectives reading one unwritten content, :mod:`commopt.buffers.shared`):
+  from the first reader's issue (or the producer, zero-copy) to the last reader's last wait;
+- a persistent parameter slot (:mod:`commopt.buffers.persistent`): the whole order.
 
 Sizes are the largest rank's shard (``TensorMeta.padded_nbytes``) so every rank computes the
 same plan; alignment is applied by the planner. A tensor whose size is data-dependent
@@ -294,22 +297,21 @@ def collect_buffers(
             members = sharing.get((c, r.k), ())
             if members and members[0] != (c, r.k):
                 continue  # reads the slot of the set's first member
-            issue = min((pos[m] for m, _ in members), default=pos[c])
+            start = min((pos[m] for m, _ in members), default=issue)  # the first reader's issue
             end = max((done_of[m] for m, _ in members), default=done)
             if info.in_place:
                 end = max(done, _last_of_root(last, keys[r.value]), last.get((keys[c][0], r.k), -1),
                           last.get((keys[c][0], ALL_TENSORS), -1))
-            end = max(end, issue)
+            end = max(end, start)
             # zero-copy: nothing touches the value after the buffer's lifetime; else the
             # runner copies the value in when the collective is issued
             zero_copy = r.may_write_in_place and _last_of_root(last, keys[r.value]) <= end
-            first = min(0 if r.root_is_input else pos[r.root], issue) if zero_copy else issue
+            first = min(0 if r.root_is_input else pos[r.root], start) if zero_copy else start
             out.append(BufferSpec(
                 collective=c, role=role, tensor_index=r.k, value=r.value, group=info.group,
                 meta=r.meta, padded_bytes=r.padded_bytes, local_bytes=r.local_bytes,
                 first=first, last=end, producer=r.root, zero_copy=zero_copy, shared=members[1:],
             ))
-        issue = pos[c]
         if info.in_place:
             continue
         multi = len(site.outputs) > 1
