@@ -52,7 +52,6 @@ def _persistent_section(quick: bool) -> str:
     order optimized with the option (the runner's own counts, largest rank's sizes)."""
     import commopt
     from commopt.buffers import plan_buffers
-    from commopt.buffers.footprint import plan_footprint
     from commopt.codegen import build_model
     from tests.corpus.graphs import corpus_graphs, is_simple_fsdp
 

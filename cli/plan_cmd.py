@@ -9,14 +9,14 @@ from commopt.cli.app import App
 from commopt.cli.options import (
     align_option,
     check_outputs,
-    persistent_params_option,
-    print_persistent_params,
     emit_json,
     format_option,
     graph_argument,
     group_options,
     load_graph_for_cli,
     pass_app,
+    persistent_params_option,
+    print_persistent_params,
 )
 
 

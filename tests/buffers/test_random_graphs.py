@@ -5,11 +5,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from commopt.ir.graph import NodeKind
-
 from commopt.buffers import compare_plans, plan_buffers, validate_plan
 from commopt.buffers.footprint import estimate_footprint, plan_footprint
 from commopt.buffers.shared import shared_reads
+from commopt.ir.graph import NodeKind
 from tests.strategies import graphs, random_topological_order
 
 
