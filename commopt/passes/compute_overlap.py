@@ -49,9 +49,10 @@ class ComputeOverlap(Pass):
     """Reorders compute around the collectives so each collective runs behind compute.
 
     ``lookahead``: how many of the next unissued collectives get their dependencies
-    scheduled first. The memory budget is enforced on the result with
-    :func:`commopt.sim.peak_memory`; when a schedule exceeds it, the scheduler retries with
-    an internal budget lowered by the overshoot, and finally keeps the input order.
+    scheduled first. The memory budgets are enforced on the result (the live-tensor peak and,
+    with persistent buffers, the footprint: :meth:`PassContext.fits`); when a schedule exceeds
+    either, the scheduler retries with an internal budget lowered by the overshoot, and finally
+    keeps the input order.
     """
 
     name: ClassVar[str] = "compute-overlap"
@@ -129,14 +130,16 @@ class ComputeOverlap(Pass):
 
     def _fitting(self, graph: Graph, order: Sequence[int], ctx: PassContext, policy: _Policy,
                  model: MemoryModel) -> tuple[list[int], float, float] | None:
-        """The best schedule found within the memory budget (None: none fits).
+        """The best schedule found within the memory budgets (None: none fits).
 
         The scheduler's own peak follows the simulator's memory rules (padded), so when a
-        schedule overshoots, the internal budget is lowered by the overshoot (up to six
-        rounds). Greedy issue decisions make the peak non-monotonic in the internal budget,
-        so after that it bisects between 0 (the scheduler then follows the input order's
-        memory profile, which fits) and the lowest failing budget, keeping the fastest
-        schedule that fits. The result is confirmed with :func:`commopt.sim.peak_memory`.
+        schedule overshoots the live-tensor budget, or fits it but not the footprint budget
+        (arenas + other live tensors, which the scheduler does not track), the internal budget
+        is lowered by the overshoot (up to six rounds). Greedy issue decisions make the peak
+        non-monotonic in the internal budget, so after that it bisects between 0 (the
+        scheduler then follows the input order's memory profile) and the lowest failing
+        budget, keeping the fastest schedule that fits. The result is confirmed with
+        :meth:`PassContext.fits`.
         """
         budget = ctx.memory_budget_bytes
         best: tuple[tuple[float, float], list[int]] | None = None
@@ -144,18 +147,19 @@ class ComputeOverlap(Pass):
         def attempt(internal: int | None) -> int:
             nonlocal best
             cand, makespan_us, exposed_us, peak = _schedule(graph, order, ctx, internal, policy, model)
-            if budget is None or peak <= budget:
+            over = _overshoot(graph, ctx, cand, peak)
+            if over <= 0:
                 key = (makespan_us, exposed_us)
                 if best is None or key < best[0]:
                     best = (key, cand)
-            return peak
+            return over
 
         internal = budget
         for _ in range(6):
-            peak = attempt(internal)
-            if budget is None or peak <= budget:
+            over = attempt(internal)
+            if budget is None or over <= 0:
                 break
-            internal -= (peak - budget) + budget // 100
+            internal -= over + budget // 100
             if internal <= 0:
                 break
         if best is None and budget is not None:
@@ -163,13 +167,24 @@ class ComputeOverlap(Pass):
             attempt(lo)
             for _ in range(3):
                 mid = (lo + hi) // 2
-                if attempt(mid) <= budget:
+                if attempt(mid) <= 0:
                     lo = mid
                 else:
                     hi = mid
         if best is None or not ctx.fits(graph, best[1]):
             return None
         return best[1], best[0][0], best[0][1]
+
+
+def _overshoot(graph: Graph, ctx: PassContext, order: list[int], peak: int) -> int:
+    """Bytes by which ``order`` exceeds its memory budgets (<= 0: it fits them): the
+    live-tensor budget (``peak``: the scheduler's padded peak), then the footprint budget."""
+    budget = ctx.memory_budget_bytes
+    over = 0 if budget is None else peak - budget
+    fb = ctx.footprint_budget
+    if over > 0 or fb is None:
+        return over
+    return max(over, fb.peak(graph, order) - fb.budget_bytes)
 
 
 @dataclass(frozen=True)
