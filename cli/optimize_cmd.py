@@ -46,7 +46,7 @@ from commopt.cli.progress import stage_progress
 @click.option("--force", is_flag=True,
               help="Write into OUTPUT even if it holds files commopt did not write (they are "
                    "left alone unless an output has their name).")
-@click.option("--solver", type=click.Choice(["heuristic", "exact"]), default="heuristic",
+@click.option("--solver", type=click.Choice(["heuristic", "exact"]), default=None,
               help="exact: after the passes, solve the scheduling problem with OR-Tools CP-SAT "
                    "(pip install 'commopt[exact]'); never worse than the heuristic, and its "
                    "proven bound sharpens the certificate [default: heuristic].")
@@ -66,7 +66,8 @@ from commopt.cli.progress import stage_progress
 def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
                  max_memory_increase: float | None, memory_accounting: str | None,
                  allow_cross_group_reorder: bool | None, align: int | None, comm_buffers: str | None,
-                 persistent_params: str | None, force: bool, solver: str, time_limit_s: float | None, assume: tuple[str, ...],
+                 persistent_params: str | None, force: bool, solver: str | None, time_limit_s: float | None,
+                 assume: tuple[str, ...],
                  no_timings: bool,
                  groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str, **estimator_values) -> None:
     """Reorder GRAPH so communication overlaps with compute and write, into OUTPUT: the
@@ -80,7 +81,11 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
         "passes": passes, "max_memory_increase": max_memory_increase,
         "allow_cross_group_reorder": allow_cross_group_reorder,
         "align": align, "comm_buffers": comm_buffers, "persistent_params": persistent_params,
+        "solver": solver, "time_limit": time_limit_s,
     })
+    solver = cfg.get("solver", "heuristic")
+    # a configured time limit serves the exact solver; a --time-limit flag without it is an error
+    limit_s = cfg.get("time_limit") if solver == "exact" or time_limit_s is not None else None
     with stage_progress(app) as progress:
         result = optimize(
             graph,
@@ -97,7 +102,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             persistent_params=cfg.get("persistent_params"),
             memory_accounting=memory_accounting,
             solver=solver,
-            time_limit_s=time_limit_s,
+            time_limit_s=limit_s,
             assume=list(assume),
             timings=not no_timings,
             force=force,

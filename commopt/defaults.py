@@ -14,6 +14,7 @@ from commopt.buffers.planner import DEFAULT_ALIGN_BYTES
 from commopt.estimators.options import EstimatorOptions
 from commopt.passes.base import DEFAULT_PIPELINE
 from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE
+from commopt.solver import DEFAULT_TIME_LIMIT_S
 
 _ESTIMATOR = EstimatorOptions()
 
@@ -34,4 +35,6 @@ DEFAULTS: dict[str, Any] = {
     "max_peak_memory": None,
     "max_regression": None,
     "max_gap_to_optimal": None,
+    "solver": "heuristic",
+    "time_limit": DEFAULT_TIME_LIMIT_S,  # seconds; used only with solver = "exact"
 }

@@ -7,6 +7,8 @@ the config file's directory. ``commopt config`` shows the effective values and w
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -35,6 +37,10 @@ class ConfigFile(BaseModel):
     max_gap_to_optimal: float | None = Field(
         None, ge=0, allow_inf_nan=False,
         description="percent: makespan / proven lower bound - 1 (commopt check)")
+    solver: Literal["heuristic", "exact"] | None = Field(
+        None, description="'exact': after the passes, solve with OR-Tools CP-SAT (commopt optimize)")
+    time_limit: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="seconds the exact solver may take (used with solver = 'exact')")
 
 
 class EffectiveSetting(BaseModel):
