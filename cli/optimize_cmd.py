@@ -13,6 +13,8 @@ from commopt.cli.options import (
     graph_argument,
     group_options,
     pass_app,
+    persistent_params_option,
+    print_persistent_params,
 )
 from commopt.cli.progress import stage_progress
 
@@ -40,10 +42,11 @@ from commopt.cli.progress import stage_progress
 @click.option("--comm-buffers", default=None, metavar="all|TYPE,...",
               help="Collective types given persistent buffers, or 'none' (each collective allocates "
                    "its result; the budget then bounds the live-tensor peak) [default: all].")
+@persistent_params_option
 @click.option("--force", is_flag=True,
               help="Write into OUTPUT even if it holds files commopt did not write (they are "
                    "left alone unless an output has their name).")
-@click.option("--solver", type=click.Choice(["heuristic", "exact"]), default="heuristic",
+@click.option("--solver", type=click.Choice(["heuristic", "exact"]), default=None,
               help="exact: after the passes, solve the scheduling problem with OR-Tools CP-SAT "
                    "(pip install 'commopt[exact]'); never worse than the heuristic, and its "
                    "proven bound sharpens the certificate [default: heuristic].")
@@ -63,7 +66,8 @@ from commopt.cli.progress import stage_progress
 def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
                  max_memory_increase: float | None, memory_accounting: str | None,
                  allow_cross_group_reorder: bool | None, align: int | None, comm_buffers: str | None,
-                 force: bool, solver: str, time_limit_s: float | None, assume: tuple[str, ...],
+                 persistent_params: str | None, force: bool, solver: str | None, time_limit_s: float | None,
+                 assume: tuple[str, ...],
                  no_timings: bool,
                  groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str, **estimator_values) -> None:
     """Reorder GRAPH so communication overlaps with compute and write, into OUTPUT: the
@@ -76,8 +80,12 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
     cfg = app.config.with_overrides({
         "passes": passes, "max_memory_increase": max_memory_increase,
         "allow_cross_group_reorder": allow_cross_group_reorder,
-        "align": align, "comm_buffers": comm_buffers,
+        "align": align, "comm_buffers": comm_buffers, "persistent_params": persistent_params,
+        "solver": solver, "time_limit": time_limit_s,
     })
+    solver = cfg.get("solver", "heuristic")
+    # a configured time limit serves the exact solver; a --time-limit flag without it is an error
+    limit_s = cfg.get("time_limit") if solver == "exact" or time_limit_s is not None else None
     with stage_progress(app) as progress:
         result = optimize(
             graph,
@@ -91,9 +99,10 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             output_dir=output_dir,
             align=cfg.get("align"),
             comm_buffers=cfg.get("comm_buffers"),
+            persistent_params=cfg.get("persistent_params"),
             memory_accounting=memory_accounting,
             solver=solver,
-            time_limit_s=time_limit_s,
+            time_limit_s=limit_s,
             assume=list(assume),
             timings=not no_timings,
             force=force,
@@ -162,6 +171,8 @@ def _print_text(app: App, s) -> None:
         out.print(f"comm buffer arenas {bp.arena_bytes / 2**20:,.2f} MiB (lower bound "
                   f"{bp.lower_bound_bytes / 2**20:,.2f}, one per call site {bp.per_call_site_bytes / 2**20:,.2f}; "
                   f"original order {bp.original_arena_bytes / 2**20:,.2f})")
+        if bp.persistent_params is not None:
+            print_persistent_params(out, bp.persistent_params)
     if s.bucketing is not None:
         bk = s.bucketing
         out.print(f"buckets: {bk.collectives_before} -> {bk.collectives_after} collectives "

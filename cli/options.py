@@ -109,6 +109,30 @@ def _check_align(ctx: click.Context, param: click.Parameter, value: int | None) 
     return value
 
 
+persistent_params_option = click.option(
+    "--persistent-params", "persistent_params", default=None, metavar="all|none|GROUP,...",
+    help="Keep the parameters that the all_gathers of these process groups read (directly or "
+         "through reshaping views, never through a cast) in the arena for the whole step, as "
+         "FSDP's flat parameters: copied in once, not every step; costs their bytes in the "
+         "arena [default: none].")
+
+def print_persistent_params(out, entry) -> None:
+    """Which parameters live in the arena, what they cost and save, and why others do not."""
+    groups = ", ".join(entry.groups)
+    cost = getattr(entry, "arena_cost_bytes", None)
+    grows = f" (the arena grows by {cost / 2**20:,.2f} MiB)" if cost is not None else ""
+    out.print(f"persistent parameters (groups {groups}): {len(entry.params)} live in the arena, "
+              f"{entry.slot_bytes / 2**20:,.2f} MiB held for the whole step{grows}; "
+              f"{entry.copies_saved_per_step} copy-in(s) per step saved "
+              f"({entry.bytes_not_copied_per_step:,} B)", markup=False)
+    reasons: dict[str, list[str]] = {}
+    for r in entry.not_qualified:
+        reasons.setdefault(r.reason, []).append(r.param)
+    for reason, params in reasons.items():
+        shown = ", ".join(params[:4]) + (f" and {len(params) - 4} more" if len(params) > 4 else "")
+        out.print(f"  not persistent ({len(params)}): {shown}: {reason}", markup=False)
+
+
 align_option = click.option(
     "--align", type=int, default=None, metavar="BYTES", callback=_check_align,
     help="Alignment of every buffer offset and size, a power of two up to 2 MiB [default: 512, "

@@ -66,6 +66,7 @@ def optimize(
     output_dir: str | os.PathLike[str] | None = None,
     align: int | None = None,
     comm_buffers: str | None = None,
+    persistent_params: str | None = None,
     memory_accounting: str | None = None,
     solver: str = "heuristic",
     time_limit_s: float | None = None,
@@ -94,7 +95,8 @@ def optimize(
     GPUs per node, profile and table files) — unless ``durations_us`` gives them. A graph
     without collectives keeps its order. With ``output_dir`` the full output set is built
     (:func:`build_outputs`; ``align`` — a power of two up to 2 MiB, checked before any work —
-    and ``comm_buffers`` shape the buffer plan) and written there (:func:`write_outputs`: no
+    ``comm_buffers`` and ``persistent_params`` — groups whose all_gathered parameters live in
+    the arena for the whole step, :mod:`commopt.buffers.persistent` — shape the buffer plan) and written there (:func:`write_outputs`: no
     output may be an input, ``manifest.json`` last marks the set complete), and the result
     carries both; a directory holding files commopt did not write is refused before any
     work unless ``force``. ``timings=False`` leaves wall times out of the summary so re-runs are
@@ -112,6 +114,7 @@ def optimize(
     such size at each of ``size_scales`` x its assumed value.
     ``progress`` hears about each stage (load, estimate, each pass, ...).
     """
+    from commopt.buffers.persistent import find_persistent_params
     from commopt.io import graph_suffix, load_graph
     from commopt.io.groups import require_known_group_sizes
     from commopt.passes.registry import get_registry, parse_pipeline
@@ -120,7 +123,8 @@ def optimize(
     check_max_memory_increase(max_memory_increase)
     time_limit_s = _check_solver(solver, time_limit_s)
     assumptions = parse_assumptions(assume)
-    output_options = OutputOptions(align=align, comm_buffers=comm_buffers)  # checked before the work
+    output_options = OutputOptions(align=align, comm_buffers=comm_buffers,
+                                   persistent_params=persistent_params)  # checked before the work
     if output_dir is not None:
         graph_path = graph if isinstance(graph, (str, os.PathLike)) else None
         estimator_files = estimator_inputs(estimator) if isinstance(estimator, EstimatorOptions) else []
@@ -134,6 +138,7 @@ def optimize(
     with progress.stage("load"):
         g = load_graph(graph, groups=groups, mesh=mesh, world_size=world_size, assume=assumptions)
     require_known_group_sizes(g)
+    find_persistent_params(g, persistent_params)  # a group name the graph lacks: refused now
     freeze_long_lived()  # the graph lives for the whole call: no collection scans it again
     t_load = time.perf_counter() - t0
 
@@ -318,7 +323,8 @@ def _footprint_budget(graph: Graph, max_memory_increase: float, options: OutputO
 
     align = DEFAULT_ALIGN_BYTES if options.align is None else options.align
     return FootprintBudget.for_graph(graph, max_memory_increase, graph.original_order, align=align,
-                                     collective_types=options.comm_buffers)
+                                     collective_types=options.comm_buffers,
+                                     persistent_params=options.persistent_params)
 
 
 

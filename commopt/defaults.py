@@ -14,6 +14,7 @@ from commopt.buffers.planner import DEFAULT_ALIGN_BYTES
 from commopt.estimators.options import EstimatorOptions
 from commopt.passes.base import DEFAULT_PIPELINE
 from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE
+from commopt.solver import DEFAULT_TIME_LIMIT_S
 
 _ESTIMATOR = EstimatorOptions()
 
@@ -28,9 +29,12 @@ DEFAULTS: dict[str, Any] = {
     "allow_cross_group_reorder": None,  # the safe rule, commopt.cross_group
     "align": DEFAULT_ALIGN_BYTES,
     "comm_buffers": "all",
+    "persistent_params": "none",
     "max_exposed_comm_us": None,
     "min_overlap": None,
     "max_peak_memory": None,
     "max_regression": None,
     "max_gap_to_optimal": None,
+    "solver": "heuristic",
+    "time_limit": DEFAULT_TIME_LIMIT_S,  # seconds; used only with solver = "exact"
 }

@@ -69,11 +69,12 @@ def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPU
     order = list(result.order)
     align = DEFAULT_ALIGN_BYTES if options.align is None else options.align
     with progress.stage("plan buffers"):
-        plan = plan_buffers(g, order, align=align, collective_types=options.comm_buffers)
+        plan = plan_buffers(g, order, align=align, collective_types=options.comm_buffers,
+                            persistent_params=options.persistent_params)
         g0 = result.before_graph
         comparison = compare_plans(g, g0.original_order, order, align=align,
                                    collective_types=options.comm_buffers, new_plan=plan,
-                                   original_graph=g0)
+                                   persistent_params=options.persistent_params, original_graph=g0)
     notes = list(result.summary.notes)
     with progress.stage("generate runner"):
         runner_name, runner_source, note, predicted = _runner(g, order, plan)

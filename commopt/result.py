@@ -26,11 +26,14 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class OutputOptions:
     """How the output set is made: buffer alignment (None: the planner's default, 512 B; else
-    a power of two up to :data:`~commopt.buffers.planner.MAX_ALIGN_BYTES`) and the collective
-    types that get persistent buffers (None: all)."""
+    a power of two up to :data:`~commopt.buffers.planner.MAX_ALIGN_BYTES`), the collective
+    types that get persistent buffers (None: all) and the groups whose parameters live in
+    the arena (:mod:`commopt.buffers.persistent`; None: none)."""
 
     align: int | None = None
     comm_buffers: str | None = None
+    #: process groups whose all_gathered parameters live in the arena (None/'none': off)
+    persistent_params: str | None = None
 
     def __post_init__(self) -> None:
         """Refuse a bad alignment when the options are made, before any work is done."""
@@ -38,6 +41,9 @@ class OutputOptions:
             from commopt.buffers.planner import check_align
 
             check_align(self.align)
+        from commopt.buffers.persistent import parse_persistent_params
+
+        parse_persistent_params(self.persistent_params)
 
 
 @dataclass(frozen=True, slots=True)

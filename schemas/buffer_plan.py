@@ -10,9 +10,9 @@ memory. ``digest`` is the sha256 of the canonical JSON of everything else
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 FORMAT_NAME = "commopt-buffer-plan"
 FORMAT_VERSION = 1
@@ -24,8 +24,25 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class PlannedBuffer(_Strict):
+class _OmitUnset(_Strict):
+    """A model whose ``_OMIT_UNSET`` fields are left out of its dumps (and digests) while
+    they hold their default: files made without the feature they describe keep their bytes."""
+
+    _OMIT_UNSET: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler):
+        data = handler(self)
+        for key in self._OMIT_UNSET:
+            if key in data and data[key] in (None, False, []):
+                del data[key]
+        return data
+
+
+class PlannedBuffer(_OmitUnset):
     """One communication buffer and where it lives in its group's arena."""
+
+    _OMIT_UNSET: ClassVar[tuple[str, ...]] = ("persistent", "shared_with")
 
     name: str = Field(description="unique id: '<collective>:<role><tensor_index>', e.g. 'ag0:in0'")
     node: str = Field(description="the collective node this buffer belongs to")
@@ -57,6 +74,17 @@ class PlannedBuffer(_Strict):
         "it produces nothing else, the value is not a view or a graph input, and nothing reads "
         "the value after the buffer's lifetime",
     )
+    persistent: bool = Field(
+        False,
+        description="a parameter's slot for the whole step (flat-parameter layout): 'value' is the "
+        "parameter (a graph input), copied in once when the runner loads its inputs, never per "
+        "step; the slot is never reused (omitted when false)",
+    )
+    shared_with: list[str] = Field(
+        default_factory=list,
+        description="other collective tensors ('<collective>:in<k>') reading this same slot: they "
+        "have no input buffer of their own (omitted when empty)",
+    )
 
 
 class GroupArena(_Strict):
@@ -82,8 +110,42 @@ class PlanTotals(_Strict):
     per_call_site_bytes: int = Field(ge=0)
 
 
-class BufferPlan(_Strict):
+class PersistentParam(_Strict):
+    """A parameter that lives in its group's arena for the whole step."""
+
+    param: str = Field(description="the graph input (role parameter) held in the slot")
+    buffer: str = Field(description="the slot's buffer name")
+    group: str
+    size_bytes: int = Field(ge=0, description="bytes of the arena reserved for it (aligned)")
+    readers: list[str] = Field(description="collective tensors reading the slot ('<collective>:in<k>'); "
+                                           "each would otherwise copy the parameter in every step")
+
+
+class NotPersistent(_Strict):
+    """A parameter feeding a collective that stays out of the arena, and why."""
+
+    param: str
+    collective: str
+    reason: str
+
+
+class PersistentParams(_Strict):
+    """Persistent parameter buffers (``--persistent-params``): which parameters qualified,
+    which did not and why, their cost in arena bytes and the copies they save per step."""
+
+    groups: list[str] = Field(description="process groups asked for (['all'] for every group)")
+    params: list[PersistentParam]
+    not_qualified: list[NotPersistent]
+    slot_bytes: int = Field(ge=0, description="arena bytes held by parameter slots for the whole step")
+    copies_saved_per_step: int = Field(ge=0, description="copies into the arena the runner no longer "
+                                                         "makes each step (one per reader)")
+    bytes_not_copied_per_step: int = Field(ge=0, description="bytes those copies would have moved")
+
+
+class BufferPlan(_OmitUnset):
     """The whole plan: arenas per process group, totals and a digest."""
+
+    _OMIT_UNSET: ClassVar[tuple[str, ...]] = ("persistent_params",)
 
     format: Literal["commopt-buffer-plan"] = FORMAT_NAME
     version: Literal[1] = FORMAT_VERSION
@@ -94,10 +156,22 @@ class BufferPlan(_Strict):
     collective_types: list[str] = Field(description="collective types given buffers (['all'] for all, [] for none)")
     groups: list[GroupArena]
     totals: PlanTotals
+    persistent_params: PersistentParams | None = Field(
+        None, description="parameters kept in the arena (omitted without --persistent-params)")
     digest: str = Field(description="sha256 of the canonical JSON of this plan without 'digest'")
 
 
-class PlanComparison(_Strict):
+class PersistentParamsCost(PersistentParams):
+    """The summary's view of persistent parameter buffers: the plan's entry and what the
+    option costs in arena bytes on the new order."""
+
+    arena_bytes_without: int = Field(ge=0, description="arena total of the new order planned "
+                                                       "without persistent parameters")
+    arena_cost_bytes: int = Field(description="arena_bytes - arena_bytes_without: what keeping the "
+                                              "parameters in the arena costs")
+
+
+class PlanComparison(_OmitUnset):
     """What the reordering costs in buffer memory: the plan on the new order vs the original one.
 
     The ``buffer_plan`` entry of ``summary.json``.
@@ -109,6 +183,10 @@ class PlanComparison(_Strict):
     original_arena_bytes: int = Field(ge=0, description="arena total planned on the original order")
     original_lower_bound_bytes: int = Field(ge=0, description="lower bound on the original order")
     arena_increase_bytes: int = Field(description="arena_bytes - original_arena_bytes (negative: saved)")
+    persistent_params: PersistentParamsCost | None = Field(
+        None, description="persistent parameter buffers (omitted without --persistent-params)")
+
+    _OMIT_UNSET: ClassVar[tuple[str, ...]] = ("persistent_params",)
 
 
 class PlanVerification(_Strict):

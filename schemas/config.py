@@ -7,6 +7,8 @@ the config file's directory. ``commopt config`` shows the effective values and w
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -25,6 +27,9 @@ class ConfigFile(BaseModel):
     allow_cross_group_reorder: bool | None = None
     align: int | None = Field(None, ge=1)
     comm_buffers: str | None = None
+    persistent_params: str | None = Field(
+        None, description="process groups whose all_gathered parameters live in the arena: "
+                          "'all', 'none' or comma-separated group names")
     max_exposed_comm_us: float | None = Field(None, ge=0, allow_inf_nan=False)
     min_overlap: float | None = Field(None, ge=0, le=1, allow_inf_nan=False)
     max_peak_memory: int | None = Field(None, ge=0)
@@ -32,6 +37,10 @@ class ConfigFile(BaseModel):
     max_gap_to_optimal: float | None = Field(
         None, ge=0, allow_inf_nan=False,
         description="percent: makespan / proven lower bound - 1 (commopt check)")
+    solver: Literal["heuristic", "exact"] | None = Field(
+        None, description="'exact': after the passes, solve with OR-Tools CP-SAT (commopt optimize)")
+    time_limit: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="seconds the exact solver may take (used with solver = 'exact')")
 
 
 class EffectiveSetting(BaseModel):

@@ -154,3 +154,23 @@ def test_record_process_groups_is_typed_and_documented():
     assert "DeviceMesh" in str(sig.parameters["mesh"].annotation)
     assert sig.return_annotation == "GroupsDocument"
     assert "initialized" in commopt.record_process_groups.__doc__
+
+
+def test_the_footprint_budget_counts_persistent_parameter_slots(tmp_path):
+    """With persistent parameters the budget is on the footprint the runner will have: the
+    slots are arena bytes for the whole step and the parameters live nowhere else; the
+    output set's summary says what the option costs and saves."""
+    from commopt.buffers.footprint import estimate_footprint
+
+    g = fsdp_tp_stack(2, dp=2, tp=2, hidden=64, tokens=32)
+    result = commopt.optimize(g, persistent_params="dp", output_dir=tmp_path, timings=False)
+    s = result.summary
+    base = estimate_footprint(g, g.original_order, persistent_params="dp")
+    assert (s.footprint.before_bytes, s.footprint.arena_before_bytes) == (base.peak_bytes, base.arena_bytes)
+    assert s.footprint.budget_bytes == int(base.peak_bytes * 1.10)
+    assert base.arena_bytes > estimate_footprint(g, g.original_order).arena_bytes
+    cost = s.buffer_plan.persistent_params
+    assert cost.groups == ["dp"] and len(cost.params) == 2
+    assert cost.arena_cost_bytes == s.buffer_plan.arena_bytes - cost.arena_bytes_without
+    with pytest.raises(OptionError, match="unknown process group"):
+        commopt.optimize(g, persistent_params="nosuch")

@@ -154,3 +154,37 @@ def test_a_bad_flag_still_names_the_flag_over_a_config_value(tmp_path: Path, mon
     assert result.exit_code == 2 and "field --align" in result.stderr and "commopt.toml" not in result.stderr
     result = CliRunner().invoke(cli, ["plan", str(graph), "-o", "plan.json", "--align", "64"])
     assert result.exit_code == 0, result.output
+
+
+def test_solver_and_time_limit_are_config_keys(tmp_path: Path, monkeypatch):
+    """``solver``/``time_limit`` in the file reach optimize (summary.json's solver run); the
+    flags win over them."""
+    pytest.importorskip("ortools")
+    import json
+
+    graph = _graph(tmp_path / "g.json")
+    (tmp_path / "commopt.toml").write_text('solver = "exact"\ntime_limit = 1.5\n')
+    monkeypatch.chdir(tmp_path)
+    for out, flags in (("a", []), ("b", ["--solver", "heuristic"]), ("c", ["--time-limit", "2"])):
+        result = CliRunner().invoke(cli, ["optimize", str(graph), "-o", out, "-q", *flags])
+        assert result.exit_code == 0, result.output
+    runs = [json.loads((tmp_path / out / "summary.json").read_text())["certificate"]["solver"]
+            for out in "abc"]
+    assert runs[0]["time_limit_seconds"] == 1.5 and runs[1] is None
+    assert runs[2]["time_limit_seconds"] == 2.0
+    assert load_config(tmp_path).sources["time_limit"] == str(tmp_path / "commopt.toml")
+
+
+@pytest.mark.parametrize("text", ['solver = "fast"\n', "time_limit = 0\n", "time_limit = inf\n"])
+def test_bad_solver_settings_name_the_file_and_key(tmp_path: Path, text: str):
+    (tmp_path / "commopt.toml").write_text(text)
+    with pytest.raises(CommoptError) as info:
+        load_config(tmp_path)
+    assert f"key {text.split(' =')[0]}: bad setting" in str(info.value)
+
+
+def test_a_time_limit_flag_without_the_exact_solver_is_an_error(tmp_path: Path, monkeypatch):
+    graph = _graph(tmp_path / "g.json")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["optimize", str(graph), "-o", "out", "--time-limit", "3"])
+    assert result.exit_code == 2 and "--time-limit applies to --solver exact" in result.stderr

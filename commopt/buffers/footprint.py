@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 
 from commopt.buffers.lifetimes import collect_buffers, parse_collective_types
 from commopt.buffers.offsets import lower_bound
+from commopt.buffers.persistent import find_persistent_params
 from commopt.buffers.planner import DEFAULT_ALIGN_BYTES, align_up
 from commopt.ir.graph import Graph
 from commopt.schemas.buffer_plan import BufferPlan
@@ -24,11 +25,14 @@ from commopt.sim.memory import Footprint, footprint
 
 
 def estimate_footprint(graph: Graph, order: Sequence[int], *, align: int = DEFAULT_ALIGN_BYTES,
-                       collective_types: str | Iterable[str] | None = None) -> Footprint:
+                       collective_types: str | Iterable[str] | None = None,
+                       persistent_params: str | Iterable[str] | None = None) -> Footprint:
     """The footprint of the runner on ``order`` with the arenas at their lower bound (largest
     rank's sizes). Producers are assumed to copy into their buffers (no zero-copy), which can
-    only overstate the other tensors."""
-    specs = collect_buffers(graph, order, parse_collective_types(collective_types))
+    only overstate the other tensors. Persistent parameter slots (``persistent_params``) are
+    arena bytes for the whole step, and their parameters live nowhere else."""
+    specs = collect_buffers(graph, order, parse_collective_types(collective_types),
+                            find_persistent_params(graph, persistent_params))
     by_group: dict[str, list] = {}
     for s in specs:
         by_group.setdefault(s.group, []).append(s)
@@ -36,7 +40,9 @@ def estimate_footprint(graph: Graph, order: Sequence[int], *, align: int = DEFAU
                             [s.first for s in group], [s.last for s in group])
                 for group in by_group.values())
     resident = {s.collective for s in specs if s.role in ("output", "inout")}
-    copied = {s.collective for s in specs if s.role in ("input", "inout")}
+    resident.update(s.value for s in specs if s.persistent)
+    copied = {s.collective for s in specs if s.role in ("input", "inout") and not s.persistent}
+    copied.update(c for s in specs if not s.persistent for c, _ in s.shared)  # read the copy
     return footprint(graph, order, arena, resident, copied, padded=True)
 
 
@@ -44,17 +50,22 @@ def plan_footprint(graph: Graph, order: Sequence[int], plan: BufferPlan,
                    zero_copy: Iterable[int] = ()) -> Footprint:
     """The footprint of the runner on ``order`` with ``plan`` (made for that order): what
     the runner's ``--memory`` measures, at the largest rank's sizes. ``zero_copy``: the
-    producers the runner lets write straight into their buffer (they allocate nothing)."""
+    producers the runner lets write straight into their buffer (they allocate nothing).
+    A persistent parameter lives in its slot only (it allocates nothing either)."""
     index = graph.index_of
     resident: set[int] = set(zero_copy)
     copied: set[int] = set()
     for arena in plan.groups:
         for buf in arena.buffers:
             c = index[buf.node]
+            if buf.persistent:
+                resident.add(index[buf.value])
+                continue
             if buf.role in ("output", "inout"):
                 resident.add(c)
             if buf.role in ("input", "inout"):
                 copied.add(c)
+                copied.update(index[r.rpartition(":")[0]] for r in buf.shared_with)
     return footprint(graph, order, plan.totals.arena_bytes, resident, copied, padded=True)
 
 
@@ -66,10 +77,13 @@ class FootprintBudget:
 
     def __init__(self, budget_bytes: int, *, align: int = DEFAULT_ALIGN_BYTES,
                  collective_types: str | Iterable[str] | None = None,
+                 persistent_params: str | Iterable[str] | None = None,
                  base: Footprint | None = None) -> None:
         self.budget_bytes = int(budget_bytes)
         self.align = align
         self.collective_types = collective_types
+        #: persistent parameter slots count as arena bytes for the whole step
+        self.persistent_params = persistent_params
         #: the original order's footprint the budget was made from (None: given directly)
         self.base = base
         self._seen: dict[tuple[int, tuple[int, ...]], Footprint] = {}
@@ -77,11 +91,14 @@ class FootprintBudget:
     @classmethod
     def for_graph(cls, graph: Graph, max_memory_increase: float, original: Sequence[int], *,
                   align: int = DEFAULT_ALIGN_BYTES,
-                  collective_types: str | Iterable[str] | None = None) -> FootprintBudget:
-        """``(1 + max_memory_increase)`` x the footprint of the original order."""
-        base = estimate_footprint(graph, original, align=align, collective_types=collective_types)
+                  collective_types: str | Iterable[str] | None = None,
+                  persistent_params: str | Iterable[str] | None = None) -> FootprintBudget:
+        """``(1 + max_memory_increase)`` x the footprint of the original order (with the same
+        persistent parameter slots)."""
+        base = estimate_footprint(graph, original, align=align, collective_types=collective_types,
+                                  persistent_params=persistent_params)
         return cls(int(base.peak_bytes * (1.0 + max_memory_increase)), align=align,
-                   collective_types=collective_types, base=base)
+                   collective_types=collective_types, persistent_params=persistent_params, base=base)
 
     def footprint(self, graph: Graph, order: Sequence[int]) -> Footprint:
         """The estimated footprint of ``order`` (memoized for the last few orders)."""
@@ -89,7 +106,8 @@ class FootprintBudget:
         hit = self._seen.get(key)
         if hit is None:
             hit = estimate_footprint(graph, order, align=self.align,
-                                     collective_types=self.collective_types)
+                                     collective_types=self.collective_types,
+                                     persistent_params=self.persistent_params)
             if len(self._seen) >= 8:
                 del self._seen[next(iter(self._seen))]
             self._seen[key] = hit

@@ -12,6 +12,9 @@ positions in the order:
   getitems, waits), and at least to the last wait;
 - inout: from the issue (from the storage's allocation when zero-copy) to the last use of any
   alias of it, and at least to the last wait.
+- a shared input slot (collectives reading one unwritten content, :mod:`commopt.buffers.shared`):
+  from the first reader's issue (or the producer, zero-copy) to the last reader's last wait;
+- a persistent parameter slot (:mod:`commopt.buffers.persistent`): the whole order.
 
 Sizes are the largest rank's shard (``TensorMeta.padded_nbytes``) so every rank computes the
 same plan; alignment is applied by the planner. A tensor whose size is data-dependent
@@ -28,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from commopt.buffers.persistent import NO_PERSISTENT, ParamSlot, PersistentParams
+from commopt.buffers.shared import shared_reads
 from commopt.errors import GraphError, OptionError, suggest
 from commopt.ir.args import iter_refs
 from commopt.ir.graph import COLLECTIVE_TYPES, CollectiveInfo, Graph, Node, NodeKind, TensorMeta
@@ -54,6 +59,11 @@ class BufferSpec:
     last: int
     producer: int | None
     zero_copy: bool
+    #: a parameter's slot for the whole step (:mod:`commopt.buffers.persistent`), copied in
+    #: once when the runner loads its inputs
+    persistent: bool = False
+    #: the other collective tensors, as (collective, tensor index), reading this same slot
+    shared: tuple[tuple[int, int], ...] = ()
 
     def name(self, graph: Graph) -> str:
         """The buffer's id in the plan: ``'<collective>:<role><tensor_index>'``."""
@@ -249,40 +259,58 @@ def collect_buffers(
     graph: Graph,
     order: Sequence[int],
     collective_types: Iterable[str] | None = None,
+    persistent: PersistentParams = NO_PERSISTENT,
 ) -> list[BufferSpec]:
     """Every communication buffer of ``graph`` with its lifetime on ``order``.
 
     Sorted by (collective's original index, role, tensor index): deterministic.
-    ``collective_types`` restricts to those types (None: all). The order-independent facts
-    are computed once per graph, so the passes' footprint budget may ask for many orders.
+    ``collective_types`` restricts to those types (None: all). ``persistent``: parameters
+    that live in the arena (:func:`commopt.buffers.persistent.find_persistent_params`): one
+    slot per parameter for the whole order, owned by its first reader and shared by the
+    others, which get no input buffer of their own. Other reads of one fixed content share
+    a slot too (:mod:`commopt.buffers.shared`), live from the first reader's issue to the
+    last reader's wait. The order-independent facts are computed once per graph, so the
+    passes' footprint budget may ask for many orders.
     """
     pos = Schedule.of(graph, order).positions
     wanted = None if collective_types is None else frozenset(collective_types)
+    served = persistent.by_read()
     sites = _sites(graph)
     keys = sites.keys
     last = _LastUses(sites, np.asarray(pos, dtype=np.int64).reshape(len(pos)))
+    done_of = {s.c: max((pos[w] for w in s.waits), default=pos[s.c]) for s in sites.sites}
+    sharing = _sharing(graph, wanted, served)
     out: list[BufferSpec] = []
     for site in sites.sites:
         c, info = site.c, site.info
         if wanted is not None and info.type not in wanted:
             continue
         issue = pos[c]
-        done = max((pos[w] for w in site.waits), default=issue)
+        done = done_of[c]
         role = "inout" if info.in_place else "input"
         for r in site.reads:
-            end = done
+            slot = served.get((c, r.k))
+            if slot is not None:
+                if slot.reads[0] == (c, r.k):
+                    out.append(_persistent_spec(graph, slot, len(pos)))
+                continue
+            members = sharing.get((c, r.k), ())
+            if members and members[0] != (c, r.k):
+                continue  # reads the slot of the set's first member
+            start = min((pos[m] for m, _ in members), default=issue)  # the first reader's issue
+            end = max((done_of[m] for m, _ in members), default=done)
             if info.in_place:
                 end = max(done, _last_of_root(last, keys[r.value]), last.get((keys[c][0], r.k), -1),
                           last.get((keys[c][0], ALL_TENSORS), -1))
-            end = max(end, issue)
+            end = max(end, start)
             # zero-copy: nothing touches the value after the buffer's lifetime; else the
             # runner copies the value in when the collective is issued
             zero_copy = r.may_write_in_place and _last_of_root(last, keys[r.value]) <= end
-            first = min(0 if r.root_is_input else pos[r.root], issue) if zero_copy else issue
+            first = min(0 if r.root_is_input else pos[r.root], start) if zero_copy else start
             out.append(BufferSpec(
                 collective=c, role=role, tensor_index=r.k, value=r.value, group=info.group,
                 meta=r.meta, padded_bytes=r.padded_bytes, local_bytes=r.local_bytes,
-                first=first, last=end, producer=r.root, zero_copy=zero_copy,
+                first=first, last=end, producer=r.root, zero_copy=zero_copy, shared=members[1:],
             ))
         if info.in_place:
             continue
@@ -299,6 +327,34 @@ def collect_buffers(
                 first=issue, last=end, producer=None, zero_copy=False,
             ))
     return out
+
+
+def _sharing(graph: Graph, wanted: frozenset[str] | None,
+             served: dict) -> dict[tuple[int, int], tuple[tuple[int, int], ...]]:
+    """The shared input slots of :func:`commopt.buffers.shared.shared_reads` among the reads
+    that get a buffer (of a wanted type, not served by a persistent parameter slot)."""
+    nodes = graph.nodes
+    out: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
+    for read, members in shared_reads(graph).items():
+        if read in out:
+            continue
+        kept = tuple(m for m in members if m not in served
+                     and (wanted is None or nodes[m[0]].collective.type in wanted))
+        for m in kept if len(kept) > 1 else ():
+            out[m] = kept
+    return out
+
+
+def _persistent_spec(graph: Graph, slot: ParamSlot, length: int) -> BufferSpec:
+    """The input buffer of ``slot``'s first reader: the parameter itself, live throughout."""
+    c, k = slot.reads[0]
+    meta = graph.nodes[slot.param].outputs[0]
+    return BufferSpec(
+        collective=c, role="input", tensor_index=k, value=slot.param, group=slot.group,
+        meta=meta, padded_bytes=meta.padded_nbytes, local_bytes=meta.nbytes,
+        first=0, last=max(0, length - 1), producer=slot.param, zero_copy=False,
+        persistent=True, shared=slot.reads[1:],
+    )
 
 
 def _last_of_root(last: dict[tuple[int, int], int] | _LastUses, key: tuple[int, int]) -> int:

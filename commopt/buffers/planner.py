@@ -13,8 +13,10 @@ from collections.abc import Iterable, Sequence
 from commopt.buffers.digest import order_digest, plan_digest
 from commopt.buffers.lifetimes import BufferSpec, collect_buffers, parse_collective_types
 from commopt.buffers.offsets import assign_offsets, lower_bound
+from commopt.buffers.persistent import NO_PERSISTENT, PersistentParams, find_persistent_params
 from commopt.errors import OptionError
 from commopt.ir.graph import Graph
+from commopt.schemas import buffer_plan as schema
 from commopt.schemas.buffer_plan import (
     BufferPlan,
     GroupArena,
@@ -60,19 +62,23 @@ def plan_buffers(
     *,
     align: int = DEFAULT_ALIGN_BYTES,
     collective_types: str | Iterable[str] | None = None,
+    persistent_params: str | Iterable[str] | None = None,
 ) -> BufferPlan:
     """Plan one arena per process group for the collectives' buffers on ``order``.
 
     ``order`` defaults to the graph's original order. ``collective_types``: None or 'all'
-    for every type, else a comma-separated string or iterable of types. Deterministic: the
-    same graph, order and options give the same plan (and digest) in any process.
+    for every type, else a comma-separated string or iterable of types.
+    ``persistent_params``: None/'none', 'all' or group names whose qualifying parameters
+    live in the arena for the whole step (:mod:`commopt.buffers.persistent`). Deterministic:
+    the same graph, order and options give the same plan (and digest) in any process.
     """
     check_align(align)
     types = parse_collective_types(collective_types)
+    persistent = find_persistent_params(graph, persistent_params)
     if order is None:
         order = graph.original_order
     arenas = [_plan_group(graph, name, specs, packed)
-              for name, specs, packed in _packed_groups(graph, order, types, align)]
+              for name, specs, packed in _packed_groups(graph, order, types, align, persistent)]
     totals = PlanTotals(
         buffers=sum(len(a.buffers) for a in arenas),
         arena_bytes=sum(a.arena_bytes for a in arenas),
@@ -87,16 +93,18 @@ def plan_buffers(
         collective_types=list(types) if types is not None else ["all"],
         groups=arenas,
         totals=totals,
+        persistent_params=_persistent_entry(graph, persistent, arenas),
         digest="",
     )
     plan.digest = plan_digest(plan)
     return plan
 
 
-def _packed_groups(graph: Graph, order: Sequence[int], types: tuple[str, ...] | None, align: int):
+def _packed_groups(graph: Graph, order: Sequence[int], types: tuple[str, ...] | None, align: int,
+                   persistent: PersistentParams = NO_PERSISTENT):
     """Per process group (sorted by name): its buffers on ``order`` and their packing."""
     by_group: dict[str, list[BufferSpec]] = {}
-    for s in collect_buffers(graph, order, types):
+    for s in collect_buffers(graph, order, types, persistent):
         by_group.setdefault(s.group, []).append(s)
     for name in sorted(by_group):
         specs = by_group[name]
@@ -146,6 +154,8 @@ def _plan_group(graph: Graph, group: str, specs: list[BufferSpec], packed: _Pack
             last=s.last,
             producer=nodes[s.producer].name if s.producer is not None else None,
             zero_copy=s.zero_copy,
+            persistent=s.persistent,
+            shared_with=[_read_name(graph, c, k) for c, k in s.shared],
         )
         for s, off, size in zip(specs, packed.offsets, packed.sizes, strict=True)
     ]
@@ -160,6 +170,45 @@ def _plan_group(graph: Graph, group: str, specs: list[BufferSpec], packed: _Pack
     )
 
 
+def _read_name(graph: Graph, collective: int, k: int) -> str:
+    """The buffer name a collective's k-th input would have: ``'<collective>:in<k>'``."""
+    return f"{graph.nodes[collective].name}:in{k}"
+
+
+def _persistent_entry(graph: Graph, persistent: PersistentParams,
+                      arenas: list[GroupArena]) -> schema.PersistentParams | None:
+    """The plan's account of persistent parameters: slots placed, parameters left out and
+    why, arena bytes they hold, copies per step they save (None when the option is off)."""
+    if persistent.groups == ():
+        return None
+    nodes = graph.nodes
+    placed = {b.name: b for a in arenas for b in a.buffers if b.persistent}
+    params, saved, moved = [], 0, 0
+    left_out = [schema.NotPersistent(param=nodes[r.param].name, collective=nodes[r.collective].name,
+                                     reason=r.reason) for r in persistent.rejected]
+    for slot in persistent.slots:
+        name = _read_name(graph, *slot.reads[0])
+        buf = placed.get(name)
+        if buf is None:
+            left_out.append(schema.NotPersistent(
+                param=nodes[slot.param].name, collective=nodes[slot.reads[0][0]].name,
+                reason="all_gathers get no persistent buffers (--comm-buffers leaves them out)"))
+            continue
+        params.append(schema.PersistentParam(
+            param=nodes[slot.param].name, buffer=name, group=slot.group, size_bytes=buf.size_bytes,
+            readers=[_read_name(graph, c, k) for c, k in slot.reads]))
+        saved += len(slot.reads)
+        moved += len(slot.reads) * buf.padded_bytes
+    return schema.PersistentParams(
+        groups=list(persistent.groups) if persistent.groups is not None else ["all"],
+        params=params,
+        not_qualified=left_out,
+        slot_bytes=sum(p.size_bytes for p in params),
+        copies_saved_per_step=saved,
+        bytes_not_copied_per_step=moved,
+    )
+
+
 def compare_plans(
     graph: Graph,
     original_order: Sequence[int] | None,
@@ -168,24 +217,35 @@ def compare_plans(
     align: int = DEFAULT_ALIGN_BYTES,
     collective_types: str | Iterable[str] | None = None,
     new_plan: BufferPlan | None = None,
+    persistent_params: str | Iterable[str] | None = None,
     original_graph: Graph | None = None,
 ) -> PlanComparison:
-    """How much the reordering raised the buffer arena over planning on the original order.
+    """How much the reordering raised the buffer arena over planning on the original order
+    (both with the same options); with ``persistent_params``, also what keeping the
+    parameters in the arena costs on the new order.
 
     Pass ``new_plan`` when it was already computed for ``new_order`` (saves planning twice).
     ``original_graph``: the program ``original_order`` orders when a pass rewrote ``graph``
     (bucketing); by default ``graph``.
     """
     if new_plan is None:
-        new_plan = plan_buffers(graph, new_order, align=align, collective_types=collective_types)
+        new_plan = plan_buffers(graph, new_order, align=align, collective_types=collective_types,
+                                persistent_params=persistent_params)
     check_align(align)
     source = graph if original_graph is None else original_graph
     if original_order is None:
         original_order = source.original_order
+    types = parse_collective_types(collective_types)
+    persistent = find_persistent_params(source, persistent_params)
     # only the original plan's totals are compared: pack it, build no plan of it
-    before = [p for _, _, p in _packed_groups(source, original_order,
-                                              parse_collective_types(collective_types), align)]
+    before = [p for _, _, p in _packed_groups(source, original_order, types, align, persistent)]
     original_arena = sum(p.arena for p in before)
+    cost = None
+    if new_plan.persistent_params is not None:
+        without = sum(p.arena for _, _, p in _packed_groups(graph, new_order, types, align))
+        cost = schema.PersistentParamsCost(
+            **new_plan.persistent_params.model_dump(), arena_bytes_without=without,
+            arena_cost_bytes=new_plan.totals.arena_bytes - without)
     t = new_plan.totals
     return PlanComparison(
         arena_bytes=t.arena_bytes,
@@ -194,4 +254,5 @@ def compare_plans(
         original_arena_bytes=original_arena,
         original_lower_bound_bytes=sum(p.lower_bound for p in before),
         arena_increase_bytes=t.arena_bytes - original_arena,
+        persistent_params=cost,
     )

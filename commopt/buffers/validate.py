@@ -7,8 +7,9 @@ for, alignment, buffers outside their arena, buffers missing from the plan or un
 graph, what each buffer holds (its node, collective type, role, tensor index, value,
 producer, dtype, shape, max shape and local bytes, field by field) and each arena's group
 size, sizes and lifetimes shorter than needed, zero-copy claims that cannot hold, totals, each
-arena's lower bound and per-call-site figures, and every pair of buffers live at the same
-time that overlap in memory.
+arena's lower bound and per-call-site figures, every pair of buffers live at the same
+time that overlap in memory, and persistent parameter slots (a parameter nothing writes,
+live for the whole order, read only by all_gathers of its group through reshaping views).
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from commopt.schemas.buffer_plan import BufferPlan, PlannedBuffer
 #: PlannedBuffer fields that describe what the graph holds: recomputed from the graph and
 #: compared exactly. The others are the planner's placement (checked against the graph's
 #: needs: offset and size against alignment, arena and overlaps, size at least the padded
-#: size, lifetime covering the needed one, zero-copy only where it can hold) or the key.
+#: size, lifetime covering the needed one, zero-copy only where it can hold, a persistent
+#: parameter slot only where it provably holds what every reader reads) or the key.
 EXACT_FIELDS = ("node", "collective_type", "role", "tensor_index", "value", "producer", "dtype",
                 "shape", "max_shape", "local_bytes")
-PLACEMENT_FIELDS = ("name", "offset_bytes", "size_bytes", "padded_bytes", "first", "last", "zero_copy")
+PLACEMENT_FIELDS = ("name", "offset_bytes", "size_bytes", "padded_bytes", "first", "last", "zero_copy",
+                    "persistent", "shared_with")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +72,12 @@ def validate_plan(graph: Graph, order: Sequence[int] | None, plan: BufferPlan) -
     types = None if "all" in plan.collective_types else set(plan.collective_types)
     expected = _expected_buffers(graph, order, types)
     seen: dict[str, PlannedBuffer] = {}
+    covered: set[str] = set()  # inputs read from a persistent parameter slot
+    writers: dict[int, str] | None = None  # storage root -> a node writing it in place
     for arena in plan.groups:
         for buf in arena.buffers:
             where = f"buffer {buf.name!r} (group {arena.group!r})"
-            if buf.name in seen:
+            if buf.name in seen or buf.name in covered:
                 problems.append(f"{where}: listed twice")
                 continue
             seen[buf.name] = buf
@@ -86,9 +91,21 @@ def validate_plan(graph: Graph, order: Sequence[int] | None, plan: BufferPlan) -
             if exp is None:
                 problems.append(f"{where}: no such buffer in the graph")
                 continue
+            if buf.persistent or buf.shared_with:
+                if writers is None:
+                    writers = {_root(graph, j): n.name for n in graph.nodes for j in n.mutates}
+                covered.update(buf.shared_with)
+                if buf.persistent:
+                    problems.extend(_persistent_problems(graph, len(order), where, arena.group, buf,
+                                                         expected, writers))
+                    continue
+                problems.extend(_shared_problems(graph, where, arena.group, buf, expected, writers))
+                exp = _widened(exp, [expected[r] for r in buf.shared_with if r in expected])
             problems.extend(_compare(where, arena.group, buf, exp))
+    for name in covered & set(seen):
+        problems.append(f"buffer {name!r} reads a persistent parameter slot and has a buffer of its own")
     for name in expected:
-        if name not in seen:
+        if name not in seen and name not in covered:
             problems.append(f"buffer {name!r} (group {expected[name].group!r}) is missing from the plan")
     for arena in plan.groups:
         pg = graph.groups.get(arena.group)
@@ -124,6 +141,115 @@ def _compare(where: str, group: str, buf: PlannedBuffer, exp: _Expected) -> list
         out.append(f"{where}: marked zero-copy but its value is a graph input, a view, or read after "
                    f"the buffer's lifetime")
     return out
+
+
+def _persistent_problems(graph: Graph, length: int, where: str, group: str, buf: PlannedBuffer,
+                         expected: dict[str, _Expected], writers: dict[int, str]) -> list[str]:
+    """A persistent parameter slot: it must hold a parameter nothing writes, of even shard,
+    live for the whole order, read only by all_gathers of its group through reshaping views."""
+    from commopt.buffers.persistent import RESHAPING_VIEWS
+
+    nodes = graph.nodes
+    p = graph.index_of.get(buf.value)
+    param = nodes[p] if p is not None else None
+    if param is None or param.kind is not NodeKind.INPUT or param.attrs.get("role") != "parameter" \
+            or len(param.outputs) != 1:
+        return [f"{where}: persistent, but its value {buf.value!r} is not a parameter of the graph"]
+    meta = param.outputs[0]
+    out: list[str] = []
+    want = {"producer": param.name, "dtype": meta.dtype, "shape": list(meta.shape),
+            "max_shape": list(meta.max_shape) if meta.max_shape is not None else None,
+            "local_bytes": meta.nbytes, "role": "input", "zero_copy": False}
+    for name, value in want.items():
+        if getattr(buf, name) != value:
+            out.append(f"{where}: field {name} is {getattr(buf, name)!r}, the parameter gives {value!r}")
+    if meta.max_shape is not None and tuple(meta.max_shape) != tuple(meta.shape):
+        out.append(f"{where}: parameter {param.name!r} is an uneven shard: no persistent slot")
+    if buf.padded_bytes != meta.padded_nbytes or buf.size_bytes < meta.padded_nbytes:
+        out.append(f"{where}: size mismatch: the parameter needs {meta.padded_nbytes} bytes")
+    if buf.first != 0 or buf.last < length - 1:
+        out.append(f"{where}: lifetime {buf.first}-{buf.last}: a persistent slot must be live for "
+                   f"the whole order, 0-{length - 1}")
+    if param.index in writers:
+        out.append(f"{where}: {writers[param.index]!r} writes parameter {param.name!r} in place")
+    for reader in [buf.name, *buf.shared_with]:
+        exp = expected.get(reader)
+        coll, _, slot = reader.rpartition(":")
+        c = graph.index_of.get(coll)
+        if exp is None or c is None or not slot.startswith("in"):
+            out.append(f"{where}: reader {reader!r} is not a collective input of this graph")
+            continue
+        info = nodes[c].collective
+        if info.type != "all_gather" or exp.group != group:
+            out.append(f"{where}: reader {reader!r} is a {info.type} of group {exp.group!r}, not an "
+                       f"all_gather of group {group!r}")
+        i = graph.index_of[exp.exact["value"]]
+        while i != param.index:
+            n = nodes[i]
+            if n.alias_of is None or n.kind is not NodeKind.VIEW or n.op not in RESHAPING_VIEWS \
+                    or n.mutates or n.outputs[0].dtype != meta.dtype or n.outputs[0].numel != meta.numel:
+                out.append(f"{where}: reader {reader!r} reads {exp.exact['value']!r}, which is not "
+                           f"parameter {param.name!r} through reshaping views")
+                break
+            i = n.alias_of
+    return out
+
+
+def _shared_problems(graph: Graph, where: str, group: str, buf: PlannedBuffer,
+                     expected: dict[str, _Expected], writers: dict[int, str]) -> list[str]:
+    """A slot shared by several collective inputs: each reader is a non-in-place all_gather,
+    reduce_scatter or all_to_all of the group, reading one storage nothing writes through
+    waits and reshaping views, with the same dtype, elements and padded size."""
+    from commopt.buffers.persistent import RESHAPING_VIEWS
+
+    nodes = graph.nodes
+    out: list[str] = []
+    contents = set()
+    for reader in [buf.name, *buf.shared_with]:
+        exp = expected.get(reader)
+        c = graph.index_of.get(reader.rpartition(":")[0])
+        if exp is None or c is None or not reader.rpartition(":")[2].startswith("in"):
+            out.append(f"{where}: reader {reader!r} is not a collective input of this graph")
+            continue
+        info = nodes[c].collective
+        if info.in_place or info.type not in ("all_gather", "reduce_scatter", "all_to_all") \
+                or exp.group != group:
+            out.append(f"{where}: reader {reader!r} ({info.type} of group {exp.group!r}) cannot read a "
+                       f"shared slot of group {group!r}")
+        i = graph.index_of[exp.exact["value"]]
+        meta = nodes[i].outputs[0]
+        while nodes[i].alias_of is not None and not nodes[i].mutates and (
+                nodes[i].kind is NodeKind.WAIT
+                or (nodes[i].kind is NodeKind.VIEW and nodes[i].op in RESHAPING_VIEWS)):
+            i = nodes[i].alias_of
+        root = nodes[i]
+        if root.alias_of is not None or len(root.outputs) != 1 or root.outputs[0].dtype != meta.dtype \
+                or root.outputs[0].numel != meta.numel:
+            out.append(f"{where}: reader {reader!r} reads {exp.exact['value']!r}, not a whole storage "
+                       "through waits and reshaping views")
+        elif i in writers:
+            out.append(f"{where}: {writers[i]!r} writes {root.name!r}, which reader {reader!r} reads: "
+                       "one copy cannot serve every reader")
+        contents.add((i, meta.dtype, meta.numel, exp.padded_bytes))
+    if len(contents) > 1:
+        out.append(f"{where}: its readers read different contents: {sorted(contents)}")
+    return out
+
+
+def _widened(exp: _Expected, others: list[_Expected]) -> _Expected:
+    """``exp`` with the lifetime every reader of a shared slot needs: from the first issue
+    to the last reader's end."""
+    import dataclasses
+
+    return dataclasses.replace(exp, last=max([exp.last, *(o.last for o in others)]),
+                               issue=min([exp.issue, *(o.issue for o in others)]))
+
+
+def _root(graph: Graph, i: int) -> int:
+    """The node whose storage node ``i``'s value lives in (through views and in-place ops)."""
+    while graph.nodes[i].alias_of is not None:
+        i = graph.nodes[i].alias_of
+    return i
 
 
 def _totals_problems(plan: BufferPlan) -> list[str]:

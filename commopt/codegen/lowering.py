@@ -77,9 +77,13 @@ class Lowering:
         self.emulated_var: dict[int, str] = {}
         self.notes = notes
         self.copies = 0
+        self.copy_bytes = 0  # bytes those copies move per step
         self.zero_copy = 0
+        self.persistent_reads = 0  # collective tensors read from a persistent parameter slot
         self.runtime_sized: set[str] = set()  # collectives whose output is sized when run
         self.targets: dict[int, tuple[str, WriteMode]] = {}
+        self.written_slots: set[str] = set()
+        self.filled: set[str] = set()
         self.used_buffers: set[str] = set()
 
     def fail(self, node: Node, message: str, field: str | None = None) -> GraphError:
@@ -179,9 +183,11 @@ class Lowering:
              targets: dict[int, tuple[str, WriteMode]] | None = None) -> list[str]:
         """Statements of a step function running ``order``; arenas when ``slots`` is given."""
         graph = self.graph
-        self.copies = self.zero_copy = 0
+        self.copies = self.zero_copy = self.persistent_reads = self.copy_bytes = 0
         last_use = self._last_use(order)
         self.targets = dict(targets or {}) if slots is not None else {}
+        self.written_slots = {var for var, _ in self.targets.values()}  # filled by their producer
+        self.filled = set()  # input slots holding their value in this step already
         lines: list[str] = []
         waited: set[int] = set()
         returned = "[]"
@@ -348,6 +354,11 @@ class Lowering:
             lines.append(f"{var} = {value}")
         return lines
 
+    def _count_copy(self, meta: TensorMeta) -> None:
+        """One more tensor copied per step (and its bytes, at the largest rank's size)."""
+        self.copies += 1
+        self.copy_bytes += meta.padded_nbytes
+
     def _written_by_producer(self, producer: int) -> str | None:
         """The buffer variable ``producer`` writes into itself (None: it writes nowhere)."""
         target = self.targets.get(producer)
@@ -371,13 +382,13 @@ class Lowering:
         if info.type in ("all_reduce", "broadcast"):
             target = slot("inout") or slot("output") or slot("input")
             if target is None:
-                self.copies += 1  # no buffer planned: a fresh copy, as the functional op makes
+                self._count_copy(src_meta)  # no buffer planned: a fresh copy, as the functional op makes
                 lines.append(f"{fresh} = {src}.clone()")
                 return fresh, fresh
             buf = f"views.{target.var}"
             self.used_buffers.add(target.var)
             if self._written_by_producer(s) != target.var:
-                self.copies += 1
+                self._count_copy(src_meta)
                 lines.append(f"{buf}.copy_({src})  # copy in")
             return buf, buf
         out_meta = self.out_meta(node, k, src_meta)
@@ -385,12 +396,21 @@ class Lowering:
         in_slot = slot("input") or slot("inout")
         if in_slot is None:
             buf_in = f"{src}.contiguous()"
-        else:
-            buf_in = f"views.{in_slot.var}"
+        elif in_slot.persistent:  # the parameter lives in the slot: placed once, at setup
+            self.persistent_reads += 1
             self.used_buffers.add(in_slot.var)
-            if self._written_by_producer(s) != in_slot.var:
-                self.copies += 1
+            buf_in = f"views.{in_slot.var}.view({list(src_meta.max_shape or src_meta.shape)!r})"
+            lines.append(f"# reads its parameter where it lives: persistent slot {in_slot.var}, no copy")
+        else:
+            shape = list(src_meta.max_shape or src_meta.shape)
+            buf_in = f"views.{in_slot.var}" + ("" if tuple(shape) == in_slot.shape else f".view({shape!r})")
+            self.used_buffers.add(in_slot.var)
+            if in_slot.var in self.filled:  # a slot shared by collectives reading one content
+                lines.append(f"# reads the copy already in its shared slot {in_slot.var}")
+            elif in_slot.var not in self.written_slots:
+                self._count_copy(src_meta)
                 lines.append(f"{buf_in}.copy_({src})  # copy in")
+            self.filled.add(in_slot.var)
         out_slot = slot("output")
         if out_slot is not None:
             self.used_buffers.add(out_slot.var)

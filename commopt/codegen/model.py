@@ -33,7 +33,7 @@ def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel
     groups = _group_specs(graph)
     group_var = {g.name: g.var for g in groups}
     value_var = [identifier("n", n.index, n.name) for n in graph.nodes]
-    arenas, buffers, slots, digest = plan_tables(graph, order, plan, group_var)
+    arenas, buffers, slots, digest, persistent = plan_tables(graph, order, plan, group_var)
     ops: dict[str, str] = {}
     emulated: list[EmulatedSpec] = []
     notes: list[str] = []
@@ -41,6 +41,10 @@ def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel
     targets = zero_copy_targets(graph, slots, {i: p for p, i in enumerate(order)})
     optimized = lowering.body(order, slots, targets)
     copies, zero_copy = lowering.copies, lowering.zero_copy
+    copy_bytes, persistent_reads = lowering.copy_bytes, lowering.persistent_reads
+    if persistent:
+        notes.append(f"{len(persistent)} parameter(s) live in the arena (copied in once when the "
+                     f"inputs are loaded): {persistent_reads} copy-in(s) per step saved")
     used = set(lowering.used_buffers)
     original = lowering.body(graph.original_order, None)
     if lowering.runtime_sized:
@@ -68,7 +72,10 @@ def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel
         optimized=optimized,
         original=original,
         copies_per_iter=copies,
+        copy_bytes_per_iter=copy_bytes,
         zero_copy_per_iter=zero_copy,
+        persistent_params=persistent,
+        persistent_reads_per_iter=persistent_reads,
         predicted_peak_bytes=predicted,
         notes=notes,
     )

@@ -144,6 +144,9 @@ def _graph_data(model: RunnerModel, backend: str | None) -> str:
         "# straight into them (zero-copy).",
         _table("COPIES_PER_ITER", model.copies_per_iter),
         _table("ZERO_COPY_PER_ITER", model.zero_copy_per_iter),
+        "# Parameters living in the arena for good (flat-parameter layout): (buffer variable, input\n"
+        "# name). Copied in once when the inputs are loaded; all_gathers read them with no copy.",
+        _table("PERSISTENT_PARAMS", [tuple(p) for p in model.persistent_params]),
         "# Peak bytes one rank holds during the optimized step as commopt's memory model predicts it\n"
         "# (arenas + inputs + every other live tensor; largest rank's sizes).",
         _table("PREDICTED_PEAK_BYTES", model.predicted_peak_bytes),

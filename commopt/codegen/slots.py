@@ -26,6 +26,8 @@ class Slot:
     last: int = 0
     dtype: str = ""
     shape: tuple[int, ...] = ()
+    #: a parameter's slot for the whole step: the runner puts the parameter there once
+    persistent: bool = False
 
     def holds(self, meta: TensorMeta) -> bool:
         """Whether a result of this dtype and shape can be written into the slot's view as is."""
@@ -40,9 +42,10 @@ class Slot:
 
 
 def plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str, str]):
-    """Arenas, buffer views and, per (collective, role, tensor), the view to use."""
+    """Arenas, buffer views, per (collective, role, tensor) the view to use, the plan's
+    digest and the persistent parameters as (buffer view, input name)."""
     if plan is None:
-        return [], [], {}, ""
+        return [], [], {}, "", []
     expected = order_sha256(graph, order)
     if getattr(plan, "order_sha256", expected) != expected:
         raise OptionError("the buffer plan was made for a different order of this graph; "
@@ -50,6 +53,7 @@ def plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str, 
     arenas: list[tuple[str, int]] = []
     buffers: list[BufferSpec] = []
     slots: dict[tuple[int, str, int], Slot] = {}
+    persistent: list[tuple[str, str]] = []
     for arena in plan.groups:
         if arena.group not in group_var:
             raise OptionError(f"the plan has an arena for unknown group {arena.group!r}",
@@ -71,10 +75,56 @@ def plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str, 
                                   field="plan.groups.buffers")
             var = identifier("b", len(buffers), f"{buf.node}_{buf.role}{buf.tensor_index}")
             buffers.append(BufferSpec(var, gv, int(buf.offset_bytes), buf.dtype, shape))
-            slots[(coll, buf.role, int(buf.tensor_index))] = Slot(
-                var, bool(buf.zero_copy), gv, int(buf.offset_bytes), max(int(buf.size_bytes), nbytes),
-                int(buf.first), int(buf.last), buf.dtype, shape)
-    return arenas, buffers, slots, str(plan.digest)
+            slot = Slot(var, bool(buf.zero_copy), gv, int(buf.offset_bytes),
+                        max(int(buf.size_bytes), nbytes), int(buf.first), int(buf.last), buf.dtype,
+                        shape, bool(getattr(buf, "persistent", False)))
+            slots[(coll, buf.role, int(buf.tensor_index))] = slot
+            if slot.persistent:
+                persistent.append((var, _persistent_input(graph, buf)))
+            readers = [_reader_key(graph, r) for r in getattr(buf, "shared_with", ())]
+            if slot.persistent or readers:
+                _check_one_storage(graph, buf, [(coll, buf.role, int(buf.tensor_index)), *readers])
+            for key in readers:
+                slots[key] = slot
+    return arenas, buffers, slots, str(plan.digest), persistent
+
+
+def _persistent_input(graph: Graph, buf: Any) -> str:
+    """The graph input a persistent slot holds, checked: a parameter of this shape and dtype."""
+    i = graph.index_of.get(buf.value)
+    node = graph.nodes[i] if i is not None else None
+    if node is None or node.kind is not NodeKind.INPUT or node.attrs.get("role") != "parameter" \
+            or tuple(node.outputs[0].shape) != tuple(buf.shape) or node.outputs[0].dtype != buf.dtype:
+        raise OptionError(f"persistent buffer {buf.name!r} holds {buf.value!r}, not a parameter of "
+                          "this graph with its shape and dtype", field="plan.groups.buffers")
+    return node.name
+
+
+def _check_one_storage(graph: Graph, buf: Any, keys: list[tuple[int, str, int]]) -> None:
+    """Every reader of a shared or persistent slot sends a value of one storage (the
+    parameter's, for a persistent slot): the runner copies it in once, or never."""
+    from commopt.codegen.lowering import collective_sources
+
+    roots = set()
+    for c, _, k in keys:
+        sources = collective_sources(graph.nodes[c])
+        roots.add(graph.storage_root[sources[k]] if k < len(sources) else -1)
+    want = {graph.index_of.get(buf.value)} if getattr(buf, "persistent", False) else roots
+    if len(roots) != 1 or roots != want:
+        raise OptionError(f"buffer {buf.name!r} is read by collectives sending different tensors "
+                          "(or not its parameter): one slot cannot serve them; run verify-plan",
+                          field="plan.groups.buffers.shared_with")
+
+
+def _reader_key(graph: Graph, reader: str) -> tuple[int, str, int]:
+    """(collective, 'input', k) of a reader named ``'<collective>:in<k>'`` in ``shared_with``."""
+    coll, _, slot = reader.rpartition(":")
+    c = graph.index_of.get(coll)
+    if c is None or graph.nodes[c].kind is not NodeKind.COLLECTIVE or not slot.startswith("in") \
+            or not slot[2:].isdigit():
+        raise OptionError(f"the plan shares a slot with {reader!r}, not a collective input of this "
+                          "graph", field="plan.groups.buffers.shared_with")
+    return c, "input", int(slot[2:])
 
 
 def order_sha256(graph: Graph, order: list[int]) -> str:

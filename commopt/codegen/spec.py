@@ -66,7 +66,13 @@ class RunnerModel:
     optimized: list[str]
     original: list[str]
     copies_per_iter: int = 0
+    #: bytes those copies move per step (largest rank's sizes)
+    copy_bytes_per_iter: int = 0
     zero_copy_per_iter: int = 0
+    #: parameters living in the arena: (buffer view variable, input name), placed once
+    persistent_params: list[tuple[str, str]] = field(default_factory=list)
+    #: collective tensors per step read straight from a persistent parameter slot (no copy)
+    persistent_reads_per_iter: int = 0
     #: peak bytes of one rank in the optimized step, predicted (the runner's --memory checks it)
     predicted_peak_bytes: int = 0
     notes: list[str] = field(default_factory=list)

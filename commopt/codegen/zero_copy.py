@@ -23,9 +23,11 @@ def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
     by_group: dict[str, list[Slot]] = {}
     for slot in slots.values():
         by_group.setdefault(slot.group_var, []).append(slot)
+    seen: set[str] = set()
     for (coll, role, k), slot in sorted(slots.items()):
-        if not slot.zero_copy or role not in ("input", "inout"):
-            continue
+        if not slot.zero_copy or role not in ("input", "inout") or slot.var in seen:
+            continue  # a slot shared by several readers is written by its owner's producer
+        seen.add(slot.var)
         node = graph.nodes[coll]
         sources = collective_sources(node)
         if k >= len(sources):

@@ -42,6 +42,10 @@ from commopt.passes.base import Pass, PassContext
 from commopt.sim.model import ZERO_TIME_KINDS, MemoryModel, memory_model, needs_finish
 
 _INF = float("inf")
+#: Node-schedules spent at most, over all policies, on schedules within the live-tensor budget
+#: but over the footprint budget (the scheduler does not track the arenas), each followed by a
+#: retry at a lower internal budget: 50 at 1k nodes, 5 at 10k, none at 100k.
+_FOOTPRINT_WORK = 50_000
 
 
 @dataclass(frozen=True)
@@ -49,9 +53,10 @@ class ComputeOverlap(Pass):
     """Reorders compute around the collectives so each collective runs behind compute.
 
     ``lookahead``: how many of the next unissued collectives get their dependencies
-    scheduled first. The memory budget is enforced on the result with
-    :func:`commopt.sim.peak_memory`; when a schedule exceeds it, the scheduler retries with
-    an internal budget lowered by the overshoot, and finally keeps the input order.
+    scheduled first. The memory budgets are enforced on the result (the live-tensor peak and,
+    with persistent buffers, the footprint: :meth:`PassContext.fits`); when a schedule exceeds
+    either, the scheduler retries with an internal budget lowered by the overshoot, and finally
+    keeps the input order.
     """
 
     name: ClassVar[str] = "compute-overlap"
@@ -77,12 +82,13 @@ class ComputeOverlap(Pass):
         floor_us = before.lower_bound_us * (1.0 + 1e-9)
         found_all: list[tuple[tuple[float, float, int], list[int]]] = []
         cap = self._cap(len(graph))
+        retries = [_FOOTPRINT_WORK // max(1, len(graph))]  # footprint retries left, all policies
         for rank, (policy, pctx) in enumerate(self._attempts(len(graph), ctx)):
             if rank >= cap and found_all:
                 break
             if rank >= cap and pctx is ctx:
                 continue  # past the cap only the kept-order fallback runs, while nothing fits
-            found = self._fitting(graph, order, pctx, policy, model)
+            found = self._fitting(graph, order, pctx, policy, model, before.makespan_us, retries)
             if found is not None:
                 cand, makespan_us, exposed_us = found
                 found_all.append(((makespan_us, exposed_us, rank), cand))
@@ -128,48 +134,70 @@ class ComputeOverlap(Pass):
         return list(dict.fromkeys(found))
 
     def _fitting(self, graph: Graph, order: Sequence[int], ctx: PassContext, policy: _Policy,
-                 model: MemoryModel) -> tuple[list[int], float, float] | None:
-        """The best schedule found within the memory budget (None: none fits).
+                 model: MemoryModel, ceiling_us: float,
+                 retries: list[int]) -> tuple[list[int], float, float] | None:
+        """The best schedule found within the memory budgets (None: none fits).
 
         The scheduler's own peak follows the simulator's memory rules (padded), so when a
-        schedule overshoots, the internal budget is lowered by the overshoot (up to six
-        rounds). Greedy issue decisions make the peak non-monotonic in the internal budget,
-        so after that it bisects between 0 (the scheduler then follows the input order's
-        memory profile, which fits) and the lowest failing budget, keeping the fastest
-        schedule that fits. The result is confirmed with :func:`commopt.sim.peak_memory`.
+        schedule overshoots the live-tensor budget, or fits it but not the footprint budget
+        (arenas + other live tensors, which the scheduler does not track), the internal budget
+        is lowered by the overshoot (up to six rounds). Retries for a footprint overshoot
+        stop once the schedule is slower than ``ceiling_us`` (the input order's makespan:
+        lower budgets only slow it down further) or when ``retries[0]``, the schedules over
+        the footprint budget every policy may still spend, runs out (:data:`_FOOTPRINT_WORK`:
+        large graphs stay near-linear). Greedy issue decisions make the peak non-monotonic in the
+        internal budget, so after that it bisects between 0 (the scheduler then follows the
+        input order's memory profile) and the lowest failing budget, keeping the fastest
+        schedule that fits. The result is confirmed with :meth:`PassContext.fits`.
         """
         budget = ctx.memory_budget_bytes
         best: tuple[tuple[float, float], list[int]] | None = None
+        hopeless = False
 
         def attempt(internal: int | None) -> int:
-            nonlocal best
+            nonlocal best, hopeless
             cand, makespan_us, exposed_us, peak = _schedule(graph, order, ctx, internal, policy, model)
-            if budget is None or peak <= budget:
+            over = _overshoot(graph, ctx, cand, peak)
+            if over <= 0:
                 key = (makespan_us, exposed_us)
                 if best is None or key < best[0]:
                     best = (key, cand)
-            return peak
+            elif budget is not None and peak <= budget:  # over the footprint budget only
+                retries[0] -= 1
+                hopeless = hopeless or makespan_us > ceiling_us or retries[0] < 0
+            return over
 
         internal = budget
         for _ in range(6):
-            peak = attempt(internal)
-            if budget is None or peak <= budget:
+            over = attempt(internal)
+            if budget is None or over <= 0 or hopeless:
                 break
-            internal -= (peak - budget) + budget // 100
+            internal -= over + budget // 100
             if internal <= 0:
                 break
-        if best is None and budget is not None:
+        if best is None and budget is not None and not hopeless:
             lo, hi = 0, max(0, min(internal, budget))
             attempt(lo)
             for _ in range(3):
                 mid = (lo + hi) // 2
-                if attempt(mid) <= budget:
+                if attempt(mid) <= 0:
                     lo = mid
                 else:
                     hi = mid
         if best is None or not ctx.fits(graph, best[1]):
             return None
         return best[1], best[0][0], best[0][1]
+
+
+def _overshoot(graph: Graph, ctx: PassContext, order: list[int], peak: int) -> int:
+    """Bytes by which ``order`` exceeds its memory budgets (<= 0: it fits them): the
+    live-tensor budget (``peak``: the scheduler's padded peak), then the footprint budget."""
+    budget = ctx.memory_budget_bytes
+    over = 0 if budget is None else peak - budget
+    fb = ctx.footprint_budget
+    if over > 0 or fb is None:
+        return over
+    return max(over, fb.peak(graph, order) - fb.budget_bytes)
 
 
 @dataclass(frozen=True)

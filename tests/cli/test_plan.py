@@ -28,10 +28,24 @@ def test_plan_writes_a_file_that_verifies(graph_file: Path, tmp_path: Path, caps
     plan_path = tmp_path / "out" / "plan.json"
     assert _run(["plan", str(graph_file), "-o", str(plan_path), "--align", "256"]) == 0
     plan = BufferPlan.model_validate_json(plan_path.read_text())
-    assert plan.align_bytes == 256 and plan.totals.buffers == 16
+    # 16 collective tensors; each backward re-gather reads its forward gather's slot
+    assert plan.align_bytes == 256 and plan.totals.buffers == 14
     assert "digest " + plan.digest in capsys.readouterr().out
     assert _run(["verify-plan", str(graph_file), str(plan_path)]) == 0
     assert "valid for" in capsys.readouterr().out
+
+
+def test_persistent_params_plan_verifies_and_says_what_it_saves(graph_file: Path, tmp_path: Path,
+                                                               capsys):
+    plan_path = tmp_path / "plan.json"
+    assert _run(["plan", str(graph_file), "-o", str(plan_path), "--persistent-params", "dp"]) == 0
+    out = capsys.readouterr().out
+    plan = BufferPlan.model_validate_json(plan_path.read_text())
+    entry = plan.persistent_params
+    assert entry.groups == ["dp"] and len(entry.params) == 2
+    assert "persistent parameters (groups dp): 2 live in the arena" in out
+    assert f"{entry.copies_saved_per_step} copy-in(s) per step saved" in out
+    assert _run(["verify-plan", str(graph_file), str(plan_path)]) == 0
 
 
 def test_json_payloads_follow_the_schemas(graph_file: Path, tmp_path: Path, capsys):
@@ -67,6 +81,8 @@ def test_verify_plan_lists_every_problem_and_exits_1(graph_file: Path, tmp_path:
     [
         (["plan", "{g}", "--align", "100"], "power of two"),
         (["plan", "{g}", "--comm-buffers", "allreduce"], "did you mean 'all_reduce'"),
+        (["plan", "{g}", "--persistent-params", "dpp"], "unknown process group 'dpp' (did you mean 'dp'?)"),
+        (["plan", "{g}", "--persistent-params", "all,dp"], "cannot be combined"),
         (["plan", "missing.json"], "no such file"),
         (["verify-plan", "{g}", "{g}"], "not a buffer plan"),
         (["verify-plan", "{g}", "nope.json"], "no such plan file"),

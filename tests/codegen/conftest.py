@@ -46,6 +46,29 @@ def tiny_graph() -> Graph:
     return b.build()
 
 
+def regather_graph() -> Graph:
+    """SimpleFSDP's re-gather in miniature: parameter ``w`` all_gathered in the forward and
+    again (through another view) in the backward; the activation ``r`` read by a
+    reduce_scatter and an all_gather. Both pairs read one unwritten content."""
+    b = GraphBuilder(name="regather", world_size=2)
+    b.group("0", ranks=[0, 1])
+    x = b.input("x", (8, 8))
+    w = b.input("w", (4, 8), role="parameter")
+    ag1 = b.collective("ag1", "all_gather", "0", b.view("wv", w, (32,)))
+    a = b.compute("a", "aten.relu.default", [x], (8, 8))
+    g1 = b.view("g1v", b.wait("ag1_w", ag1), (8, 8))
+    y = b.compute("y", "aten.mm.default", [a, g1], (8, 8))
+    r = b.compute("r", "aten.relu.default", [y], (8, 8))
+    rs1 = b.collective("rs1", "reduce_scatter", "0", r)
+    ag3 = b.collective("ag3", "all_gather", "0", r)
+    ag2 = b.collective("ag2", "all_gather", "0", b.view("wv2", w, (32,)))
+    s1, g3 = b.wait("rs1_w", rs1), b.wait("ag3_w", ag3)
+    g2 = b.view("g2v", b.wait("ag2_w", ag2), (8, 8))
+    z = b.compute("z", "aten.mm.default", [y, g2], (8, 8))
+    b.output([z, s1, g3])
+    return b.build()
+
+
 #: An order of tiny_graph that issues both collectives before the independent relu.
 TINY_ORDER = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
 TINY_REORDERED = [0, 1, 2, 3, 6, 4, 5, 7, 8, 9, 10, 11]

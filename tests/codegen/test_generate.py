@@ -246,3 +246,20 @@ def test_keyword_names_that_are_not_plain_identifiers_are_passed_as_a_dict(tmp_p
     line = next(ln for ln in source.splitlines() if "aten_relu_default(" in ln and "ops." in ln)
     assert line.strip() == (f"ops.aten_relu_default(n_0_x, ok='text', "
                             f"**{{'from': 1, 'a b': {EVIL!r}}})")
+
+
+def test_a_slot_shared_by_collectives_sending_different_tensors_is_refused() -> None:
+    """A plan file whose shared slot serves collectives sending different tensors would make
+    the runner read the wrong values: generation refuses it (verify-plan says why)."""
+    from commopt.errors import OptionError
+    from tests.codegen.conftest import regather_graph
+
+    g = regather_graph()
+    for option in (None, "all"):
+        plan = plan_buffers(g, persistent_params=option)
+        generate_runner(g, g.original_order, plan)
+        bad = plan.model_copy(deep=True)
+        slot = next(b for a in bad.groups for b in a.buffers if b.name == "rs1:in0")
+        slot.shared_with = ["ag2:in0"]
+        with pytest.raises(OptionError, match="sending different tensors"):
+            generate_runner(g, g.original_order, bad)

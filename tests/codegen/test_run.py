@@ -18,7 +18,7 @@ from commopt.buffers import plan_buffers
 from commopt.codegen import write_runner
 from commopt.ir.builder import GraphBuilder
 from commopt.ir.graph import Graph, Ref
-from tests.codegen.conftest import TINY_REORDERED, tiny_graph, torchrun
+from tests.codegen.conftest import TINY_REORDERED, regather_graph, tiny_graph, torchrun
 from tests.codegen.hostile import NAMES, PWNED, hostile_graph
 from tests.codegen.test_golden import duration_only_graph
 
@@ -79,11 +79,15 @@ def launched(tmp_path_factory: pytest.TempPathFactory):
     for name, g in (("evil", evil), ("durations", durations), ("kinds", kinds)):
         write_runner(g, tmp / f"run_{name}.py", g.original_order,
                      plan_buffers(g, g.original_order))
+    regather = regather_graph()
+    write_runner(regather, tmp / "run_regather.py", regather.original_order,
+                 plan_buffers(regather, persistent_params="all"))
     inputs = {
         "tiny": _inputs(3, {"x": (4, 8), "w": (8, 8)}),
         "evil": _inputs(5, {NAMES[0]: (4, 8), NAMES[1]: (8, 8)}),
         "kinds": [{"x": torch.arange(4.0) + 10 * r,
                    "y": torch.arange(6.0).reshape(2, 3) - 10 * r} for r in range(2)],
+        "regather": _inputs(7, {"x": (8, 8), "w": (4, 8)}),
     }
     for name, per_rank in inputs.items():
         for r, values in enumerate(per_rank):
@@ -96,6 +100,8 @@ def launched(tmp_path_factory: pytest.TempPathFactory):
         ("durations", [*common, "durations_out{rank}.pt", "--iters", "3", "--out",
                        "durations.json"]),
         ("kinds", [*common, "kinds_out{rank}.pt", "--inputs", "kinds_in{rank}.pt", "--iters", "1"]),
+        ("regather", [*common, "regather_out{rank}.pt", "--inputs", "regather_in{rank}.pt",
+                      "--iters", "2", "--memory", "--out", "regather.json"]),
     ]
     (tmp / "wrapper.py").write_text(WRAPPER.format(runs=runs), encoding="utf-8")
     proc = torchrun(tmp / "wrapper.py", 2, cwd=tmp)
@@ -167,6 +173,28 @@ def test_broadcast_all_to_all_coalesced_all_gather_and_barrier(launched) -> None
         assert torch.equal(a2a, torch.cat([xs[0][2 * r:2 * r + 2], xs[1][2 * r:2 * r + 2]]))
         assert torch.equal(gathered_x, torch.cat(xs))
         assert torch.equal(gathered_y, torch.cat(ys))
+
+
+def test_persistent_parameter_and_shared_slots_compute_the_reference(launched) -> None:
+    """The parameter w lives in the arena (placed once, both gathers read it), r's two
+    collectives read one slot: outputs equal a hand-computed reference, and what each rank
+    holds is the predicted footprint."""
+    tmp, log, codes, inputs = launched
+    assert [c["regather"] for c in codes] == [0, 0]
+    assert "[regather] 1 parameter(s) placed in the arena once" in log
+    assert "[regather] verify: 3 output(s) identical" in log
+    per_rank = inputs["regather"]
+    gathered_w = torch.cat([i["w"].reshape(32) for i in per_rank]).reshape(8, 8)
+    ys = [torch.relu(i["x"]) @ gathered_w for i in per_rank]
+    rs = [torch.relu(y) for y in ys]
+    for r, (z, scattered, gathered) in enumerate(_outputs(tmp, "regather")):
+        torch.testing.assert_close(z, ys[r] @ gathered_w)
+        torch.testing.assert_close(scattered, (rs[0] + rs[1])[4 * r:4 * r + 4])
+        torch.testing.assert_close(gathered, torch.cat(rs))
+    results = json.loads((tmp / "regather.json").read_text())
+    assert results["copies_per_iter"] == 0 and results["persistent_params"] == 1
+    for m in results["memory"]:
+        assert 0.95 <= m["peak_bytes"] / results["predicted_peak_bytes"] <= 1.05
 
 
 def test_ranks_with_different_plans_stop_with_the_digest_error(tmp_path: Path) -> None:

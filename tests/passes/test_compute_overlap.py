@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from commopt.ir.builder import GraphBuilder
 from commopt.passes.base import PassContext
 from commopt.passes.compute_overlap import ComputeOverlap, bottom_levels_us
@@ -154,3 +156,28 @@ def test_among_nearly_equal_orders_the_one_that_degrades_least_is_kept():
     # out of the nearly-equal range it is not considered
     far = ((r_tuned.nominal_us * (1 + 2 * NEAR_EQUAL), 0.0, 1), tuned)
     assert most_robust(g, ctx, [far, fake_best]) == original
+
+
+@pytest.mark.slow
+def test_a_schedule_over_the_footprint_budget_lowers_the_internal_budget():
+    """Corpus TP+SP x FSDP graph (world 8): every schedule within the live-tensor budget was
+    over the footprint budget (arenas + other live tensors), so compute-overlap kept the input
+    order. The scheduler now lowers its internal budget by the footprint's overshoot too."""
+    from pathlib import Path
+
+    from commopt.buffers.footprint import FootprintBudget
+    from commopt.estimators import resolve
+    from commopt.invariants import check_order
+    from commopt.io import load_graph
+
+    g = load_graph(Path(__file__).resolve().parents[2] / "sample_graphs" / "corpus" / "ws8"
+                   / "llama_tp_sp_2d.pt2")
+    d = resolve("analytical").durations(g)
+    fb = FootprintBudget.for_graph(g, 0.1, g.original_order)
+    ctx = PassContext.for_graph(g, d, max_memory_increase=0.1, allow_cross_group_reorder=True,
+                                footprint_budget=fb)
+    order = ComputeOverlap().run(g, g.original_order, ctx)
+    assert order != list(g.original_order)
+    assert ctx.fits(g, order) and fb.peak(g, order) <= fb.budget_bytes
+    assert check_order(g, order, allow_cross_group_reorder=True) == []
+    assert simulate(g, order, d).makespan_us < simulate(g, g.original_order, d).makespan_us
