@@ -82,9 +82,11 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, {repo!r})
-from tests.distributed import flat_inputs, read_groups_record, recreate_groups, run_exported
+from tests.distributed import (flat_inputs, read_groups_record, recreate_groups, run_exported,
+                               use_gloo_worker_threads)
 
 rank = int(os.environ["RANK"])
+use_gloo_worker_threads()  # as run_gloo: one worker thread per gloo group
 dist.init_process_group("gloo")
 status = {{}}
 for name, archive, runner in {cases!r}:
