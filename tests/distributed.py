@@ -11,7 +11,8 @@
 
 :func:`run_gloo` starts ``world_size`` spawned processes that join one gloo world through a
 FileStore, runs ``fn(rank, world_size, *args)`` in each and returns the results by rank; an
-exception on any rank is re-raised here with every failing rank's traceback.
+exception on any rank is re-raised here with every failing rank's traceback. Every gloo group
+of those processes runs its collectives on one worker thread (:data:`GLOO_WORKER_THREADS`).
 :func:`run_archives` runs ``.pt2`` archives on the current rank (use it inside ``fn``):
 it recreates the archive's recorded process groups, maps each recorded group name to this
 rank's group of the same mesh dimension, and runs the exported graph eagerly with the
@@ -30,6 +31,14 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_TIMEOUT_S = 240.0
+#: Worker threads of every gloo process group the tests create (torch's default is 2). With
+#: one, a group runs its collectives one at a time in issue order -- as NCCL runs a group's
+#: collectives on its stream and as commopt models them -- still asynchronously beside the
+#: compute of the thread that issued them. With two, two collectives of one group run at once
+#: over the group's one gloo context, and under that load 1 run in about 40 of the 4-rank
+#: equivalence tests died in a gloo thread (``malloc(): unaligned tcache chunk detected``,
+#: SIGSEGV); see docs/runner.md, "On CPU (gloo)".
+GLOO_WORKER_THREADS = 1
 #: Prefix of a rank's report when its own work succeeded but the final barrier failed
 #: (a peer failed or died): the peer's report, not this one, names the cause.
 PEER_FAILED = "peer failed before the final barrier:\n"
@@ -56,6 +65,36 @@ def _from_bytes(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=False)  # our own child's result
 
 
+def use_gloo_worker_threads(threads: int = GLOO_WORKER_THREADS) -> None:
+    """Make every gloo process group created after this call, in this process, run its
+    collectives on ``threads`` worker threads (``init_process_group``, ``new_group`` and
+    ``DeviceMesh`` all build gloo backends through the class patched here)."""
+    import torch.distributed.distributed_c10d as c10d
+
+    base = getattr(c10d.ProcessGroupGloo, "commopt_base", c10d.ProcessGroupGloo)
+
+    class GlooWithThreads(base):
+        commopt_base = base
+
+        def __init__(self, store: Any, rank: int, size: int, timeout: timedelta) -> None:
+            options = base._Options()
+            options._timeout = timeout
+            options._threads = threads
+            options._devices = [base.create_default_device()]
+            super().__init__(store, rank, size, options)
+
+    c10d.ProcessGroupGloo = GlooWithThreads
+
+
+def gloo_worker_threads(group: Any = None) -> int:
+    """How many worker threads the gloo backend of ``group`` (default: the world) runs."""
+    import torch
+    import torch.distributed as dist
+
+    group = group if group is not None else dist.group.WORLD
+    return group._get_backend(torch.device("cpu")).options._threads
+
+
 def _worker(fn: Callable[..., Any], rank: int, world_size: int, init_file: str,
             args: tuple[Any, ...], results: Any, timeout_s: float) -> None:
     import faulthandler
@@ -68,8 +107,12 @@ def _worker(fn: Callable[..., Any], rank: int, world_size: int, init_file: str,
     faulthandler.enable(all_threads=True)
     torch.set_num_threads(1)
     try:
+        use_gloo_worker_threads()
         dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                                 world_size=world_size, timeout=timedelta(seconds=timeout_s))
+        if gloo_worker_threads() != GLOO_WORKER_THREADS:
+            raise RuntimeError(f"the gloo world runs {gloo_worker_threads()} worker threads, "
+                               f"the harness asked for {GLOO_WORKER_THREADS}")
         try:
             value = fn(rank, world_size, *args)
         except BaseException:

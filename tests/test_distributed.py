@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from tests.distributed import run_gloo
+from tests.distributed import GLOO_WORKER_THREADS, gloo_worker_threads, run_gloo
 
 
 def _all_reduce(rank: int, world_size: int, scale: float):
     import torch
     import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
 
     t = torch.full((3,), float(rank + 1)) * scale
     dist.all_reduce(t)
-    return t
+    mesh = init_device_mesh("cpu", (world_size,), mesh_dim_names=("dp",))
+    groups = [None, dist.new_group([0, 1]), mesh.get_group("dp")]
+    return t, [gloo_worker_threads(g) for g in groups]
 
 
 def _fail_on_rank_one(rank: int, world_size: int):
@@ -28,8 +31,10 @@ def test_run_gloo_returns_each_ranks_result_after_a_real_all_reduce():
 
     results = run_gloo(_all_reduce, 2, 2.0)
     assert len(results) == 2
-    for t in results:
+    for t, threads in results:
         assert torch.equal(t, torch.full((3,), 6.0))  # (1 + 2) * 2
+        # the world, a new group and a mesh dimension's group: one gloo worker thread each
+        assert threads == [GLOO_WORKER_THREADS] * 3
 
 
 @pytest.mark.slow

@@ -86,8 +86,9 @@ def torchrun(script: Path, nproc: int, *args: str, cwd: Path,
 
 
 #: Runs, per case, a .pt2 archive eagerly (tests.distributed) on its own inputs, saves those
-#: inputs, then the generated runner's main() on the same inputs with --verify and --memory
-#: (measured peak bytes per rank in the --out JSON); records each
+#: inputs and its outputs, runs the case's reordered archive (if it names one) eagerly on its
+#: own saved inputs and saves its outputs, then the generated runner's main() on the same inputs
+#: with --verify and --memory (measured peak bytes per rank in the --out JSON); records each
 #: case's status in status<rank>.json (a runner that raises does not stop the others).
 #: Teardown: every process-group object is released and all ranks meet in a barrier before
 #: the world is destroyed, so no rank closes its connections while a peer still uses them
@@ -105,12 +106,14 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, {repo!r})
-from tests.distributed import flat_inputs, read_groups_record, recreate_groups, run_exported
+from tests.distributed import (flat_inputs, read_groups_record, recreate_groups, run_exported,
+                               use_gloo_worker_threads)
 
 rank = int(os.environ["RANK"])
+use_gloo_worker_threads()  # as run_gloo: one worker thread per gloo group
 dist.init_process_group("gloo")
 status = {{}}
-for name, archive, runner in {cases!r}:
+for name, archive, runner, *reordered in {cases!r}:
     try:
         ep = torch.export.load(archive)
         mapping = recreate_groups(read_groups_record(archive))
@@ -118,6 +121,8 @@ for name, archive, runner in {cases!r}:
         keys = [s.target if s.target else s.arg.name for s in ep.graph_signature.input_specs]
         torch.save(dict(zip(keys, flat_inputs(ep))), f"{{name}}_in{{rank}}.pt")
         torch.save(run_exported(ep, mapping), f"{{name}}_eager{{rank}}.pt")
+        for path in reordered:  # on the inputs and state dict saved in that archive
+            torch.save(run_exported(torch.export.load(path), mapping), f"{{name}}_reordered{{rank}}.pt")
         main = runpy.run_path(runner, run_name="runner")["main"]
         code = main(["--verify", "--memory", "--iters", "2", "--warmup", "1", "--inputs", f"{{name}}_in{{{{rank}}}}.pt",
                      "--dump-outputs", f"{{name}}_out{{{{rank}}}}.pt", "--out", f"{{name}}.json"])
@@ -134,10 +139,11 @@ dist.destroy_process_group()
 '''
 
 
-def launch_runners(cases: list[tuple[str, str, str]], world: int, work: Path) -> dict[str, list[str]]:
-    """Run ``(name, archive, runner)`` cases in one torchrun launch of ``world`` ranks in
-    ``work`` (see :data:`RUNNER_WRAPPER`); returns each case's status per rank ("ok" or the
-    error). Outputs land in ``work``: ``<name>_eager<rank>.pt``, ``<name>_out<rank>.pt``."""
+def launch_runners(cases: list[tuple[str, ...]], world: int, work: Path) -> dict[str, list[str]]:
+    """Run ``(name, archive, runner[, reordered archive])`` cases in one torchrun launch of
+    ``world`` ranks in ``work`` (see :data:`RUNNER_WRAPPER`); returns each case's status per
+    rank ("ok" or the error). Outputs land in ``work``: ``<name>_eager<rank>.pt``,
+    ``<name>_reordered<rank>.pt`` (with a reordered archive), ``<name>_out<rank>.pt``."""
     import json
 
     wrapper = work / "wrapper.py"
@@ -146,4 +152,4 @@ def launch_runners(cases: list[tuple[str, str, str]], world: int, work: Path) ->
     (work / "stderr.txt").write_text(proc.stderr, encoding="utf-8")
     assert proc.returncode == 0, proc.stderr[-6000:]
     ranks = [json.loads((work / f"status{r}.json").read_text(encoding="utf-8")) for r in range(world)]
-    return {name: [r[name] for r in ranks] for name, _, _ in cases}
+    return {name: [r[name] for r in ranks] for name, *_ in cases}

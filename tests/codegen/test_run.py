@@ -18,7 +18,7 @@ from commopt.buffers import plan_buffers
 from commopt.codegen import write_runner
 from commopt.ir.builder import GraphBuilder
 from commopt.ir.graph import Graph, Ref
-from tests.codegen.conftest import TINY_REORDERED, regather_graph, tiny_graph, torchrun
+from tests.codegen.conftest import REPO, TINY_REORDERED, regather_graph, tiny_graph, torchrun
 from tests.codegen.hostile import NAMES, PWNED, hostile_graph
 from tests.codegen.test_golden import duration_only_graph
 
@@ -32,7 +32,11 @@ import sys
 
 import torch.distributed as dist
 
+sys.path.insert(0, {repo!r})
+from tests.distributed import use_gloo_worker_threads
+
 rank = int(os.environ["RANK"])
+use_gloo_worker_threads()  # as run_gloo: one worker thread per gloo group
 dist.init_process_group("gloo")
 codes = {{}}
 for name, argv in {runs!r}:
@@ -103,7 +107,7 @@ def launched(tmp_path_factory: pytest.TempPathFactory):
         ("regather", [*common, "regather_out{rank}.pt", "--inputs", "regather_in{rank}.pt",
                       "--iters", "2", "--memory", "--out", "regather.json"]),
     ]
-    (tmp / "wrapper.py").write_text(WRAPPER.format(runs=runs), encoding="utf-8")
+    (tmp / "wrapper.py").write_text(WRAPPER.format(repo=str(REPO), runs=runs), encoding="utf-8")
     proc = torchrun(tmp / "wrapper.py", 2, cwd=tmp)
     assert proc.returncode == 0, proc.stderr[-6000:]
     codes = [json.loads((tmp / f"codes{r}.json").read_text()) for r in range(2)]

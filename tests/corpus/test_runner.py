@@ -2,7 +2,7 @@
 passes ``--verify`` under torchrun on gloo, and its outputs equal the eager archive's.
 
 One torchrun launch per world size runs every graph of that size
-(:func:`tests.codegen.conftest.launch_runners`): per graph, the archive eagerly on its own
+(:func:`tests.corpus.conftest.runner_launch`): per graph, the archive eagerly on its own
 inputs, then the runner's ``main()`` on the same inputs; a graph whose runner raises is
 recorded with its error and the launch goes on to the next graph.
 """
@@ -10,37 +10,22 @@ recorded with its error and the launch goes on to the next graph.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
-from tests.codegen.conftest import launch_runners
-from tests.corpus.conftest import optimized_dir
+from tests.corpus.conftest import runner_launch
 from tests.corpus.graphs import CorpusGraph, runnable
 
 pytestmark = pytest.mark.slow
 
 CASES = [g for ws in (2, 4) for g in runnable(ws)]
-_LAUNCHED: dict[int, Path] = {}
-_STATUS: dict[str, list[str]] = {}
-
-def _launch(world: int, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if world not in _LAUNCHED:
-        work = tmp_path_factory.mktemp(f"runners_ws{world}")
-        cases = []
-        for g in runnable(world):
-            (runner,) = optimized_dir(g, tmp_path_factory).glob("run_*.py")
-            cases.append((g.id, str(g.path), str(runner)))
-        _STATUS.update(launch_runners(cases, world, work))
-        _LAUNCHED[world] = work
-    return _LAUNCHED[world]
 
 
 @pytest.mark.parametrize("graph", [pytest.param(g, id=g.id) for g in CASES])
 def test_runner_verifies_and_matches_the_eager_archive(graph: CorpusGraph, tmp_path_factory) -> None:
-    work = _launch(graph.world_size, tmp_path_factory)
-    for r, status in enumerate(_STATUS[graph.id]):
+    work, statuses = runner_launch(graph.world_size, tmp_path_factory)
+    for r, status in enumerate(statuses[graph.id]):
         assert status == "ok", f"{graph.id} rank {r}: {status}"
     for r in range(graph.world_size):
         eager = torch.load(work / f"{graph.id}_eager{r}.pt")
@@ -62,7 +47,7 @@ def test_measured_peak_memory_is_the_predicted_footprint(graph: CorpusGraph, tmp
     """What each rank really holds in the optimized step (arenas, inputs and every tensor the
     step makes, counted by the runner's --memory) is within 5% of commopt's footprint model
     (measured: within 0.4% on every runnable corpus graph)."""
-    work = _launch(graph.world_size, tmp_path_factory)
+    work, _ = runner_launch(graph.world_size, tmp_path_factory)
     results = json.loads((work / f"{graph.id}.json").read_text(encoding="utf-8"))
     predicted = results["predicted_peak_bytes"]
     assert predicted > 0
