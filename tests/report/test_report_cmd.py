@@ -151,7 +151,9 @@ def test_commopts_own_output_is_not_advised_to_be_reordered(tmp_path, samples_di
 
     import commopt
 
-    result = commopt.optimize(samples_dir / "ws8" / "fsdp.json", output_dir=tmp_path / "out", timings=False)
+    # llama_tp: its optimized order still leaves room a plain report would point at (fsdp no
+    # longer does since polish learnt delaying moves)
+    result = commopt.optimize(samples_dir / "ws8" / "llama_tp.json", output_dir=tmp_path / "out", timings=False)
     written = tmp_path / "out" / result.summary.output
     copy = tmp_path / "copy.json"
     shutil.copy(written, copy)
