@@ -223,14 +223,15 @@ class _Names:
     """Fresh node names that clash with no name of the graph: ``bucket<k>_...``."""
 
     def __init__(self, graph: Graph) -> None:
-        self.taken = graph.index_of
+        # the prefixes in use, read once: the choice rewrites the graph once per candidate
+        self.taken = {n.split("_", 1)[0] for n in graph.index_of if n.startswith("bucket") and "_" in n}
         self.count = 0
 
     def prefix(self) -> str:
         while True:
             tag = f"bucket{self.count}"
             self.count += 1
-            if not any(n.startswith(tag + "_") for n in self.taken):
+            if tag not in self.taken:
                 return tag
 
 

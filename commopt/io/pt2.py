@@ -597,21 +597,11 @@ def _added_fx_node(fx_graph: Any, node: Node, made: dict[int, Any]) -> Any:
     new = fx_graph.call_function(target, tuple(args), dict(kwargs))
     new.name = node.name
     vals = torch.fx.node.map_arg((args, kwargs), lambda n: n.meta["val"])
-    fake_mode = torch._guards.detect_fake_mode([v for v in _flat(vals) if isinstance(v, torch.Tensor)])
+    leaves = torch.utils._pytree.tree_leaves(vals)
+    fake_mode = torch._guards.detect_fake_mode([v for v in leaves if isinstance(v, torch.Tensor)])
     with fake_mode:
         new.meta["val"] = target(*vals[0], **vals[1])
     return new
-
-
-def _flat(value: Any):
-    if isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _flat(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _flat(v)
-    else:
-        yield value
 
 
 def _op_overload(op: str) -> Any:
