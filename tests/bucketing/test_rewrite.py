@@ -69,7 +69,7 @@ def test_rewritten_graph_round_trips_through_json_and_pt2(fsdp, tmp_path) -> Non
     assert len(again.collectives()) == len(new.collectives())
 
 
-def test_rewrite_of_a_rewritten_json_graph_keeps_the_loaded_nodes(fsdp, tmp_path) -> None:
+def test_bucketed_graph_of_a_json_source_is_written_and_reloads(fsdp, tmp_path) -> None:
     g, order, buckets = fsdp
     save_json_graph(g, tmp_path / "src.json")
     src = load_json_graph(tmp_path / "src.json")
