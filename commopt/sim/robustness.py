@@ -19,6 +19,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from itertools import accumulate
+
+import numpy as np
 from dataclasses import dataclass
 
 from commopt.ir.graph import Graph, NodeKind
@@ -52,17 +54,22 @@ class MakespanRange:
 def perturbations(graph: Graph, durations_us: Sequence[float],
                   error: float = COST_ERROR) -> list[tuple[str, list[float]]]:
     """The perturbed duration lists, one per scenario (module docstring), named."""
-    is_comm = [n.kind is NodeKind.COLLECTIVE for n in graph.nodes]
-    base = [float(d) for d in durations_us]
+    is_comm = np.array([n.kind is NodeKind.COLLECTIVE for n in graph.nodes], dtype=bool)
+    base = np.array([float(d) for d in durations_us], dtype=float)
+    if base.shape != is_comm.shape:
+        raise ValueError(f"{len(base)} durations for a graph of {len(is_comm)} nodes")
     lo, hi = 1.0 - error, 1.0 + error
     out = []
+    # numpy applies the same IEEE operations in the same order as d * f and
+    # d * rng.uniform(lo, hi) == d * (lo + (hi - lo) * rng.random()): the same floats
     for label, f in ((f"{lo:g}", lo), (f"{hi:g}", hi)):
-        out.append((f"comm x{label}", [d * f if c else d for d, c in zip(base, is_comm, strict=True)]))
+        out.append((f"comm x{label}", np.where(is_comm, base * f, base).tolist()))
     for label, f in ((f"{lo:g}", lo), (f"{hi:g}", hi)):
-        out.append((f"compute x{label}", [d if c else d * f for d, c in zip(base, is_comm, strict=True)]))
+        out.append((f"compute x{label}", np.where(is_comm, base, base * f).tolist()))
     for k in range(RANDOM_DRAWS):
         rng = random.Random(_SEED + k)
-        out.append((f"random #{k + 1}", [d * rng.uniform(lo, hi) for d in base]))
+        draws = np.array([rng.random() for _ in range(len(base))], dtype=float)
+        out.append((f"random #{k + 1}", (base * (lo + (hi - lo) * draws)).tolist()))
     return out
 
 
@@ -95,13 +102,21 @@ def makespans(graph: Graph, order: Sequence[int], duration_lists: Sequence[Seque
     raises."""
     from commopt.ir.schedule import Schedule
     from commopt.sim.engine import makespan_us
-    from commopt.sim.model import step_durations
+    from commopt.sim.model import ZERO_TIME_KINDS, step_durations
 
     order = Schedule.of(graph, order)
     program = _ReplayProgram.of(graph, order)
     if program is None:
         return [makespan_us(graph, order, durs) for durs in duration_lists]
-    return [program.makespan(step_durations(graph, durs)) for durs in duration_lists]
+    zero = np.array([n.kind in ZERO_TIME_KINDS for n in graph.nodes], dtype=bool)
+    spans = []
+    for durs in duration_lists:
+        dur = np.array(durs, dtype=float)
+        if dur.shape != zero.shape or not np.all((dur >= 0.0) & (dur < np.inf)):
+            step_durations(graph, durs)  # raises the engine's error
+        dur[zero] = 0.0
+        spans.append(program.makespan(dur.tolist()))
+    return spans
 
 
 _COLLECTIVE, _STREAM, _VIEW = 0, 1, 2  # how a step between runs advances the clock
@@ -132,26 +147,28 @@ class _ReplayProgram:
         plain: list[int] = []
         segments: list[tuple[int, int, list[tuple[int, int]], tuple | None]] = []
         start = 0
+        coll_kind, wait_kind, view_kind = NodeKind.COLLECTIVE, NodeKind.WAIT, NodeKind.VIEW
         for i in order:
             node = nodes[i]
             kind = node.kind
             ins = node.inputs
-            if kind is NodeKind.COLLECTIVE:
+            if kind is coll_kind:
                 step = (_COLLECTIVE, i, ins, stream_of(node))
                 late[i] = issued[i] = 1
-            elif kind is NodeKind.WAIT:
+            elif kind is wait_kind:
                 if node.wait_of is None or not issued[node.wait_of]:
                     return None
                 step = (_STREAM, i, ins, None)
-            elif not any(late[p] and _still_late(nodes, late, p) for p in ins):
-                seg_of[i], off_of[i] = len(segments), len(plain) - start + 1
-                plain.append(i)
-                continue
-            elif kind is NodeKind.VIEW:
-                step = (_VIEW, i, ins, None)
-                late[i] = 1
             else:
-                step = (_STREAM, i, ins, None)
+                for p in ins:
+                    if late[p] and _still_late(nodes, late, p):
+                        break
+                else:  # every input is ready: the node only adds its duration
+                    seg_of[i], off_of[i] = len(segments), len(plain) - start + 1
+                    plain.append(i)
+                    continue
+                step = (_VIEW if kind is view_kind else _STREAM, i, ins, None)
+                late[i] = kind is view_kind
             if step[0] == _STREAM:  # the compute stream waited for every input: all ready
                 for p in ins:
                     _settle(nodes, late, p)
