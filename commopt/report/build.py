@@ -99,9 +99,13 @@ def build_report(
     if optimized is None:
         optimized = after_order is not None
     advice = [a.model_dump() for a in advise(graph, durations_us, final_sim, optimized=optimized)]
-    node_infos = _used_nodes(g0, before_sim, d0)
-    if after is not None:
-        node_infos.update(_used_nodes(graph, after_sim, durations_us))
+    if after is None:
+        node_infos = _used_nodes(g0, [before_sim], d0)
+    elif g0 is graph:  # one program: its nodes are described once
+        node_infos = _used_nodes(graph, [before_sim, after_sim], durations_us)
+    else:
+        node_infos = _used_nodes(g0, [before_sim], d0)
+        node_infos.update(_used_nodes(graph, [after_sim], durations_us))
     # one validation of the whole document: pydantic checks nested plain data far faster
     # than it builds 100,000s of models one call at a time
     return OverlapReport.model_validate({
@@ -128,15 +132,18 @@ def build_report(
     })
 
 
-def _used_nodes(graph: Graph, sim: SimResult, durations_us: Sequence[float]) -> dict[str, dict[str, Any]]:
-    """Node name -> the report's entry, for the nodes ``sim``'s timeline shows, in index order."""
+def _used_nodes(graph: Graph, sims: Sequence[SimResult],
+                durations_us: Sequence[float]) -> dict[str, dict[str, Any]]:
+    """Node name -> the report's entry, for the nodes the timelines of ``sims`` show, in
+    index order."""
     used = bytearray(len(graph))
-    for ev in sim.events:
-        used[ev.node] = 1
-    for t in sim.collectives:
-        used[t.node] = 1
-        for w in graph.waits_of(t.node):
-            used[w] = 1
+    for sim in sims:
+        for ev in sim.events:
+            used[ev.node] = 1
+        for t in sim.collectives:
+            used[t.node] = 1
+            for w in graph.waits_of(t.node):
+                used[w] = 1
     return {graph.nodes[i].name: _node_info(graph, i, durations_us) for i in range(len(graph)) if used[i]}
 
 
