@@ -29,6 +29,7 @@ import bisect
 import json
 import os
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from typing import Any
 
 from commopt import atomic
@@ -137,31 +138,31 @@ def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
         if hit is not None:
             wait_flow[hit] = flow_of[c.node]
     base = _node_args(s, info)
-    head = {name: f'"name":{_str(name)},"cat":{_str(info[name].kind)}' for name in base}
-    body = {name: _encode_event(args)[:-1] for name, args in base.items()}  # "{...", open
-    tail = f',"pid":{pid},"tid":'
+    head = {name: f'{{"name":{_str(name)},"cat":{_str(info[name].kind)},"ph":"X","ts":' for name in base}
+    body = {name: ',"args":' + _encode_event(args)[:-1] + ',"step":' for name, args in base.items()}
+    ending = {node: f',"bind_id":{f},"flow_in":true,"flow_out":true}}' for node, f in flow_of.items()}
+    ending.update((node, f',"bind_id":{f},"flow_in":true}}') for node, f in wait_flow.items())
+    where = {lane_row: f',"pid":{pid},"tid":{tid}' for lane_row, tid in tids.items()}
     compute_tid = tids.get(("compute", 0), 1)
     compute = _Track()
     slices: list[tuple[int, int, bool, str]] = []  # (tid, ts ns, dur != 0, line): file order
     for e in s.events:
-        start = _ns(e.start_us)
-        end = max(start, _ns(e.end_us))
-        tid = tids[(e.lane, e.row)]
+        start = round(e.start_us * 1000.0)  # _ns, inline: this loop runs once per span
+        end = round(e.end_us * 1000.0)
+        if end < start:
+            end = start
+        lane_row = (e.lane, e.row)
         if e.exposed:
             args = dict(base[e.node])
             args["step"] = e.step
             args["exposed_us"] = _us(end - start)
             text = (f'{{"name":{_str(e.node)},"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":{_num(start)},'
-                    f'"dur":{_num(end - start)}{tail}{tid},"args":{_encode_event(args)}')
+                    f'"dur":{_num(end - start)}{where[lane_row]},"args":{_encode_event(args)}')
         else:
-            text = (f'{{{head[e.node]},"ph":"X","ts":{_num(start)},"dur":{_num(end - start)}'
-                    f'{tail}{tid},"args":{body[e.node]},"step":{e.step}}}')
-        if e.node in flow_of:  # the collective: the middle of its flow
-            text += f',"bind_id":{flow_of[e.node]},"flow_in":true,"flow_out":true}}'
-        elif e.node in wait_flow:
-            text += f',"bind_id":{wait_flow[e.node]},"flow_in":true}}'
-        else:
-            text += "}"
+            text = (f'{head[e.node]}{_num(start)},"dur":{_num(end - start)}{where[lane_row]}'
+                    f'{body[e.node]}{e.step}}}')
+        text += ending.get(e.node, "}")
+        tid = tids[lane_row]
         if tid == compute_tid:
             compute.starts.append(start)
             compute.ends.append(end)
@@ -170,7 +171,7 @@ def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
     slices += _markers(s, pid, compute_tid, compute, flow_of, wait_flow)
     # zero-length markers first among slices starting at the same time, so a viewer that
     # keeps file order for equal timestamps never nests a marker inside the next slice
-    slices.sort(key=lambda sl: sl[:3])
+    slices.sort(key=itemgetter(0, 1, 2))
     out = [_encode_event(ev) for ev in meta]
     out += [sl[3] for sl in slices]
     for p in s.memory_curve:
