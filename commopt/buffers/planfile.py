@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from commopt import atomic
 from commopt.errors import GraphError, json_path
-from commopt.schemas.buffer_plan import FORMAT_NAME, BufferPlan
+from commopt.schemas.buffer_plan import FORMAT_NAME, BufferPlan, GroupArena
 
 
 def plan_json(plan: BufferPlan) -> str:
@@ -28,8 +28,17 @@ def plan_chunks(plan: BufferPlan) -> Iterator[str]:
 
     The same plan gives the same bytes in every process (no sets, no timestamps).
     """
-    yield from _chunks(plan.model_dump(mode="json"), 0)
+    doc = plan.model_dump(mode="json", exclude={"groups": {"__all__": {"buffers"}}})
+    fields = list(GroupArena.model_fields)
+    doc["groups"] = [{name: _Items(arena.buffers) if name == "buffers" else dumped[name]
+                      for name in fields if name in dumped or name == "buffers"}
+                     for arena, dumped in zip(plan.groups, doc["groups"], strict=True)]
+    yield from _chunks(doc, 0)
     yield "\n"
+
+
+class _Items(list):
+    """Models dumped one at a time as the file is written (a plan's buffers are most of it)."""
 
 
 #: Lists whose items are written one per line, each item as compact JSON.
@@ -49,6 +58,8 @@ def _chunks(value: Any, depth: int, key: str | None = None) -> Iterator[str]:
     elif isinstance(value, list) and value and key in _ONE_LINE_ITEMS:
         yield "["
         for k, item in enumerate(value):
+            if isinstance(value, _Items):
+                item = item.model_dump(mode="json")
             yield ("\n" if k == 0 else ",\n") + inner + _compact(item)
         yield "\n" + pad + "]"
     elif isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):

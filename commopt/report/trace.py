@@ -245,11 +245,15 @@ def _trace_chunks(head: dict[str, Any], parts: Iterable[list[str]]) -> Iterator[
     yield "\n".join(lines)
     first = True
     for events in parts:
-        if events:
-            body = ",\n".join(events)
+        for k in range(0, len(events), _LINES_PER_CHUNK):
+            body = ",\n".join(events[k:k + _LINES_PER_CHUNK])
             yield ("\n" if first else ",\n") + body
             first = False
     yield "\n]}\n"
+
+
+#: Event lines joined into one piece of text at a time (the file is written piece by piece).
+_LINES_PER_CHUNK = 4096
 
 
 def dumps_trace(doc: dict[str, Any]) -> str:
