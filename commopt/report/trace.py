@@ -249,6 +249,7 @@ def _trace_chunks(head: dict[str, Any], parts: Iterable[list[str]]) -> Iterator[
             body = ",\n".join(events[k:k + _LINES_PER_CHUNK])
             yield ("\n" if first else ",\n") + body
             first = False
+        events = body = None  # freed before the next schedule's lines are built
     yield "\n]}\n"
 
 
