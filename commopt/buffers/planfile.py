@@ -4,26 +4,77 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from commopt import atomic
 from commopt.errors import GraphError, json_path
-from commopt.schemas.buffer_plan import FORMAT_NAME, BufferPlan
+from commopt.schemas.buffer_plan import FORMAT_NAME, BufferPlan, GroupArena
 
 
 def plan_json(plan: BufferPlan) -> str:
-    """The plan file's text: the model's fields in schema order, indented, newline at the end.
+    """The plan file's text (:func:`plan_chunks` joined)."""
+    return "".join(plan_chunks(plan))
+
+
+def plan_chunks(plan: BufferPlan) -> Iterator[str]:
+    """The plan file's text in pieces: the model's fields in schema order, indented, except
+    that each buffer (and each persistent parameter) is one line of compact JSON, so a plan
+    of 100,000s of buffers stays small and a diff shows one line per changed buffer; newline
+    at the end. Any JSON reader reads it as before.
 
     The same plan gives the same bytes in every process (no sets, no timestamps).
     """
-    return plan.model_dump_json(indent=2) + "\n"
+    doc = plan.model_dump(mode="json", exclude={"groups": {"__all__": {"buffers"}}})
+    fields = list(GroupArena.model_fields)
+    doc["groups"] = [{name: _Items(arena.buffers) if name == "buffers" else dumped[name]
+                      for name in fields if name in dumped or name == "buffers"}
+                     for arena, dumped in zip(plan.groups, doc["groups"], strict=True)]
+    yield from _chunks(doc, 0)
+    yield "\n"
+
+
+class _Items(list):
+    """Models dumped one at a time as the file is written (a plan's buffers are most of it)."""
+
+
+#: Lists whose items are written one per line, each item as compact JSON.
+_ONE_LINE_ITEMS = frozenset({"buffers", "params", "not_qualified"})
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+_plain = json.JSONEncoder(ensure_ascii=False, indent=2).encode
+
+
+def _chunks(value: Any, depth: int, key: str | None = None) -> Iterator[str]:
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if isinstance(value, dict) and value:
+        yield "{"
+        for k, (name, item) in enumerate(value.items()):
+            yield ("\n" if k == 0 else ",\n") + inner + _compact(name) + ": "
+            yield from _chunks(item, depth + 1, name)
+        yield "\n" + pad + "}"
+    elif isinstance(value, list) and value and key in _ONE_LINE_ITEMS:
+        yield "["
+        for k, item in enumerate(value):
+            if isinstance(value, _Items):
+                item = item.model_dump(mode="json")
+            yield ("\n" if k == 0 else ",\n") + inner + _compact(item)
+        yield "\n" + pad + "]"
+    elif isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
+        yield "["
+        for k, item in enumerate(value):
+            yield ("\n" if k == 0 else ",\n") + inner
+            yield from _chunks(item, depth + 1)
+        yield "\n" + pad + "]"
+    else:  # a scalar, an empty container or a list of scalars: as the indented dump writes it
+        yield _plain(value).replace("\n", "\n" + pad)
 
 
 def save_plan(plan: BufferPlan, path: str | os.PathLike[str]) -> Path:
-    """Write ``plan`` to ``path`` atomically; returns the path."""
-    atomic.write_text(path, plan_json(plan))
+    """Write ``plan`` to ``path`` atomically, streamed (:func:`plan_chunks`); returns the path."""
+    atomic.write_chunks(path, plan_chunks(plan))
     return Path(path)
 
 

@@ -16,7 +16,7 @@ from commopt.errors import GraphError
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.report.explain import advise, csr_lists, explain_exposed
-from commopt.schemas.report import OverlapReport
+from commopt.schemas.report import OverlapReport, ScheduleReport
 from commopt.schemas.summary import Certificate
 from commopt.sim.result import COMPUTE_LANE, SimResult, comm_lane
 
@@ -88,22 +88,35 @@ def build_report(
         before_sim = _simulate(g0, before_order, d0)
     if after_order is not None and after_sim is None:
         after_sim = _simulate(graph, after_order, durations_us)
+    # each schedule is validated as soon as it is complete (the final one once its top
+    # collectives are explained): one schedule's plain data is alive at a time, not both
     before = _schedule(g0, before_order, before_sim,
                        "before" if after_order is not None else SINGLE_LABEL)
-    after = _schedule(graph, after_order, after_sim, "after") if after_order is not None else None
-    final, final_order, final_sim = (
-        (after, after_order, after_sim) if after is not None else (before, before_order, before_sim)
-    )
-    top_names = _explain_top(graph, final, final_order, final_sim, durations_us, top,
-                             memory_budget_bytes)
+    if after_order is None:
+        after = None
+        final_sim = before_sim
+        top_names = _explain_top(graph, before, before_order, before_sim, durations_us, top,
+                                 memory_budget_bytes)
+        before = ScheduleReport.model_validate(before)
+    else:
+        before = ScheduleReport.model_validate(before)
+        after = _schedule(graph, after_order, after_sim, "after")
+        final_sim = after_sim
+        top_names = _explain_top(graph, after, after_order, after_sim, durations_us, top,
+                                 memory_budget_bytes)
+        after = ScheduleReport.model_validate(after)
     if optimized is None:
         optimized = after_order is not None
     advice = [a.model_dump() for a in advise(graph, durations_us, final_sim, optimized=optimized)]
-    node_infos = _used_nodes(g0, before_sim, d0)
-    if after is not None:
-        node_infos.update(_used_nodes(graph, after_sim, durations_us))
-    # one validation of the whole document: pydantic checks nested plain data far faster
-    # than it builds 100,000s of models one call at a time
+    if after is None:
+        node_infos = _used_nodes(g0, [before_sim], d0)
+    elif g0 is graph:  # one program: its nodes are described once
+        node_infos = _used_nodes(graph, [before_sim, after_sim], durations_us)
+    else:
+        node_infos = _used_nodes(g0, [before_sim], d0)
+        node_infos.update(_used_nodes(graph, [after_sim], durations_us))
+    # pydantic checks nested plain data far faster than it builds 100,000s of models one
+    # call at a time; the schedules are models already and are taken as they are
     return OverlapReport.model_validate({
         "graph": graph.name,
         "source": graph.source_path,
@@ -128,15 +141,18 @@ def build_report(
     })
 
 
-def _used_nodes(graph: Graph, sim: SimResult, durations_us: Sequence[float]) -> dict[str, dict[str, Any]]:
-    """Node name -> the report's entry, for the nodes ``sim``'s timeline shows, in index order."""
+def _used_nodes(graph: Graph, sims: Sequence[SimResult],
+                durations_us: Sequence[float]) -> dict[str, dict[str, Any]]:
+    """Node name -> the report's entry, for the nodes the timelines of ``sims`` show, in
+    index order."""
     used = bytearray(len(graph))
-    for ev in sim.events:
-        used[ev.node] = 1
-    for t in sim.collectives:
-        used[t.node] = 1
-        for w in graph.waits_of(t.node):
-            used[w] = 1
+    for sim in sims:
+        for ev in sim.events:
+            used[ev.node] = 1
+        for t in sim.collectives:
+            used[t.node] = 1
+            for w in graph.waits_of(t.node):
+                used[w] = 1
     return {graph.nodes[i].name: _node_info(graph, i, durations_us) for i in range(len(graph)) if used[i]}
 
 

@@ -6,8 +6,10 @@ live-memory curve with a byte scale, hover details, and zoom and pan down to sin
 (buttons, ctrl+wheel, drag to pan, double-click a span or find a node by name). Hovering a
 collective highlights its wait and draws the link issue -> collective -> wait; hovering an
 exposed wait does the same for its collective. Only the visible window is drawn and spans
-narrower than a pixel or two are merged into one aggregate, so 100,000-node graphs stay
-responsive. A glossary explains the terms (exposed, overlap, lower bound, makespan).
+narrower than a pixel or two are merged into one aggregate; far out, a lane of many spans is
+drawn from bins summed once when the page loads (levels, each twice as coarse as the one
+below), so a view costs what its pixels cost, not what the graph's spans do (100,000-node
+graphs stay responsive). A glossary explains the terms (exposed, overlap, lower bound, makespan).
 Nothing is fetched from the network and nothing varies between runs (no timestamps), so
 re-running gives a byte-identical file.
 """
@@ -81,11 +83,11 @@ def _schedule_data(s: ScheduleReport, index: dict[str, int],
                    titles: dict[str, str]) -> dict[str, Any]:
     by_lane: dict[str, list[float | int]] = {lane.name: [] for lane in s.lanes}
     for e in s.events:  # already sorted by lane, start, step
-        by_lane[e.lane].extend((_r(e.start_us), _r(e.end_us), index[e.node], e.row,
+        by_lane[e.lane].extend((round(e.start_us, 3), round(e.end_us, 3), index[e.node], e.row,
                                 1 if e.exposed else 0))
     mem: list[float | int] = []
     for p in s.memory_curve:
-        mem.extend((_r(p.time_us), p.live_bytes))
+        mem.extend((round(p.time_us, 3), p.live_bytes))
     # collective node, its wait node (-1: none), issue, start, end, wait time (-1: none); the
     # wait is the first that blocked (an exposed span) when one did, else the first wait
     exposed_at = {e.node: e.start_us for e in s.events if e.exposed}

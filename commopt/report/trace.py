@@ -29,6 +29,7 @@ import bisect
 import json
 import os
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from typing import Any
 
 from commopt import atomic
@@ -70,9 +71,16 @@ class _Track:
             return self.starts[k] if t - self.starts[k] <= self.ends[k] - t else self.ends[k]
         return t
 
+    def sort(self) -> None:
+        """Order the slices by start (the compute stream's events come in lane order)."""
+        order = sorted(range(len(self.starts)), key=self.starts.__getitem__)
+        self.starts = [self.starts[k] for k in order]
+        self.ends = [self.ends[k] for k in order]
 
-def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
-                     info: dict[str, NodeInfo], flow_base: int) -> list[dict[str, Any]]:
+
+def _metadata(report: OverlapReport, s: ScheduleReport, pid: int) -> tuple[list[dict[str, Any]],
+                                                                          dict[tuple[str, int], int]]:
+    """The schedule's process and thread names, and the thread id of each (lane, row)."""
     out: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
          "args": {"name": f"{s.label}: {report.graph}"}},
@@ -92,16 +100,14 @@ def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
             out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": args})
             out.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
                         "args": {"sort_index": tid}})
+    return out, tids
+
+
+def _node_args(s: ScheduleReport, info: dict[str, NodeInfo]) -> dict[str, dict[str, Any]]:
+    """The per-node part of every slice's args (op, bytes, group, type; a collective's issue
+    and exposed time)."""
     coll = {c.node: c for c in s.collectives}
-    flow_of = {c.node: flow_base + k for k, c in enumerate(s.collectives)}
-    exposed_at = {e.node for e in s.events if e.exposed}
-    # a flow ends at the collective's first exposed wait, else at its first wait (a marker)
-    wait_flow: dict[str, int] = {}
-    for c in s.collectives:
-        hit = next((w for w in c.waits if w in exposed_at), None)
-        if hit is not None:
-            wait_flow[hit] = flow_of[c.node]
-    base: dict[str, dict[str, Any]] = {}  # the per-node part of every event's args
+    base: dict[str, dict[str, Any]] = {}
     for e in s.events:
         if e.node in base:
             continue
@@ -116,61 +122,95 @@ def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
             args["issue_us"] = round(c.issue_us, 3)
             args["exposed_us"] = round(c.exposed_us, 3)
         base[e.node] = args
+    return base
+
+
+def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
+                     info: dict[str, NodeInfo], flow_base: int) -> list[str]:
+    """One schedule's events as trace lines (compact JSON objects), in file order."""
+    meta, tids = _metadata(report, s, pid)
+    flow_of = {c.node: flow_base + k for k, c in enumerate(s.collectives)}
+    exposed_at = {e.node for e in s.events if e.exposed}
+    # a flow ends at the collective's first exposed wait, else at its first wait (a marker)
+    wait_flow: dict[str, int] = {}
+    for c in s.collectives:
+        hit = next((w for w in c.waits if w in exposed_at), None)
+        if hit is not None:
+            wait_flow[hit] = flow_of[c.node]
+    base = _node_args(s, info)
+    head = {name: f'{{"name":{_str(name)},"cat":{_str(info[name].kind)},"ph":"X","ts":' for name in base}
+    body = {name: ',"args":' + _encode_event(args)[:-1] + ',"step":' for name, args in base.items()}
+    ending = {node: f',"bind_id":{f},"flow_in":true,"flow_out":true}}' for node, f in flow_of.items()}
+    ending.update((node, f',"bind_id":{f},"flow_in":true}}') for node, f in wait_flow.items())
+    where = {lane_row: f',"pid":{pid},"tid":{tid}' for lane_row, tid in tids.items()}
     compute_tid = tids.get(("compute", 0), 1)
     compute = _Track()
-    slices: list[dict[str, Any]] = []
+    slices: list[tuple[int, int, bool, str]] = []  # (tid, ts ns, dur != 0, line): file order
     for e in s.events:
-        args = dict(base[e.node])
-        args["step"] = e.step
-        start = _ns(e.start_us)
-        end = max(start, _ns(e.end_us))
+        start = round(e.start_us * 1000.0)  # _ns, inline: this loop runs once per span
+        end = round(e.end_us * 1000.0)
+        if end < start:
+            end = start
+        lane_row = (e.lane, e.row)
         if e.exposed:
+            args = dict(base[e.node])
+            args["step"] = e.step
             args["exposed_us"] = _us(end - start)
-        tid = tids[(e.lane, e.row)]
-        ev = {"name": e.node, "cat": EXPOSED_WAIT_CAT if e.exposed else info[e.node].kind,
-              "ph": "X", "ts": _us(start), "dur": _us(end - start),
-              "pid": pid, "tid": tid, "args": args}
-        if e.node in flow_of:  # the collective: the middle of its flow
-            ev.update(bind_id=flow_of[e.node], flow_in=True, flow_out=True)
-        elif e.node in wait_flow:
-            ev.update(bind_id=wait_flow[e.node], flow_in=True)
+            text = (f'{{"name":{_str(e.node)},"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":{_num(start)},'
+                    f'"dur":{_num(end - start)}{where[lane_row]},"args":{_encode_event(args)}')
+        else:
+            text = (f'{head[e.node]}{_num(start)},"dur":{_num(end - start)}{where[lane_row]}'
+                    f'{body[e.node]}{e.step}}}')
+        text += ending.get(e.node, "}")
+        tid = tids[lane_row]
         if tid == compute_tid:
             compute.starts.append(start)
             compute.ends.append(end)
-        slices.append(ev)
-    order = sorted(range(len(compute.starts)), key=compute.starts.__getitem__)
-    compute.starts = [compute.starts[k] for k in order]
-    compute.ends = [compute.ends[k] for k in order]
-    markers: list[dict[str, Any]] = []
-    for c in s.collectives:
-        t = compute.snap(_ns(c.issue_us))
-        markers.append({"name": f"issue {c.node}", "cat": ISSUE_CAT, "ph": "X", "ts": _us(t),
-                        "dur": 0, "pid": pid, "tid": compute_tid,
-                        "args": {"collective": c.node, "group": c.group, "step": c.issue_step},
-                        "bind_id": flow_of[c.node], "flow_out": True})
-        if c.wait is not None and not any(w in wait_flow for w in c.waits):
-            when = c.wait_start_us if c.wait_start_us is not None else c.end_us
-            t = compute.snap(_ns(when))
-            markers.append({"name": c.wait, "cat": HIDDEN_WAIT_CAT, "ph": "X", "ts": _us(t),
-                            "dur": 0, "pid": pid, "tid": compute_tid,
-                            "args": {"collective": c.node, "group": c.group,
-                                     "step": c.wait_step, "exposed_us": 0},
-                            "bind_id": flow_of[c.node], "flow_in": True})
+        slices.append((tid, start, end != start, text))
+    compute.sort()
+    slices += _markers(s, pid, compute_tid, compute, flow_of, wait_flow)
     # zero-length markers first among slices starting at the same time, so a viewer that
     # keeps file order for equal timestamps never nests a marker inside the next slice
-    slices += markers
-    slices.sort(key=lambda ev: (ev["tid"], ev["ts"], ev["dur"] != 0))
-    out += slices
+    slices.sort(key=itemgetter(0, 1, 2))
+    out = [_encode_event(ev) for ev in meta]
+    out += [sl[3] for sl in slices]
     for p in s.memory_curve:
-        out.append({"name": MEMORY_COUNTER, "ph": "C", "ts": _us(_ns(p.time_us)), "pid": pid,
-                    "tid": 0, "args": {"bytes": p.live_bytes}})
+        out.append(f'{{"name":"{MEMORY_COUNTER}","ph":"C","ts":{_num(_ns(p.time_us))},"pid":{pid},'
+                   f'"tid":0,"args":{{"bytes":{p.live_bytes}}}}}')
     return out
 
 
+def _markers(s: ScheduleReport, pid: int, tid: int, compute: _Track, flow_of: dict[str, int],
+             wait_flow: dict[str, int]) -> list[tuple[int, int, bool, str]]:
+    """The zero-length issue and hidden-wait slices on the compute track, as sortable lines."""
+    out: list[tuple[int, int, bool, str]] = []
+    where = f',"pid":{pid},"tid":{tid},"args":{{"collective":'
+    for c in s.collectives:
+        node, group = _str(c.node), _str(c.group)
+        t = compute.snap(_ns(c.issue_us))
+        out.append((tid, t, False,
+                    f'{{"name":{_str("issue " + c.node)},"cat":"{ISSUE_CAT}","ph":"X","ts":{_num(t)},'
+                    f'"dur":0{where}{node},"group":{group},"step":{c.issue_step}}},'
+                    f'"bind_id":{flow_of[c.node]},"flow_out":true}}'))
+        if c.wait is not None and not any(w in wait_flow for w in c.waits):
+            when = c.wait_start_us if c.wait_start_us is not None else c.end_us
+            t = compute.snap(_ns(when))
+            out.append((tid, t, False,
+                        f'{{"name":{_str(c.wait)},"cat":"{HIDDEN_WAIT_CAT}","ph":"X","ts":{_num(t)},'
+                        f'"dur":0{where}{node},"group":{group},"step":{_encode_event(c.wait_step)},'
+                        f'"exposed_us":0}},"bind_id":{flow_of[c.node]},"flow_in":true}}'))
+    return out
+
+
+def _num(ns: int) -> str:
+    """Whole nanoseconds as the JSON number of :func:`_us`."""
+    return str(ns // 1000) if ns % 1000 == 0 else repr(ns / 1000)
+
+
 def render_trace(report: OverlapReport) -> dict[str, Any]:
-    """The trace-event document: ``traceEvents`` plus ``displayTimeUnit`` and ``otherData``."""
-    events = [ev for part in _event_parts(report) for ev in part]
-    return {**_head(report), "traceEvents": events}
+    """The trace-event document: ``traceEvents`` plus ``displayTimeUnit`` and ``otherData``
+    (the file :func:`write_trace` writes, read back)."""
+    return json.loads("".join(_trace_chunks(_head(report), _event_parts(report))))
 
 
 def _head(report: OverlapReport) -> dict[str, Any]:
@@ -181,8 +221,9 @@ def _head(report: OverlapReport) -> dict[str, Any]:
     }
 
 
-def _event_parts(report: OverlapReport) -> Iterator[list[dict[str, Any]]]:
-    """The trace's events, one list per schedule (a writer holds one schedule's at a time)."""
+def _event_parts(report: OverlapReport) -> Iterator[list[str]]:
+    """The trace's event lines, one list per schedule (a writer holds one schedule's at a
+    time)."""
     info = {n.name: n for n in report.nodes}
     yield _schedule_events(report, report.before, 1, info, 1)
     if report.after is not None:
@@ -191,9 +232,11 @@ def _event_parts(report: OverlapReport) -> Iterator[list[dict[str, Any]]]:
 
 #: One encoder for every event line (``json.dumps`` with options builds one per call).
 _encode_event = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+#: A JSON string as that encoder writes it.
+_str = json.encoder.encode_basestring
 
 
-def _trace_chunks(head: dict[str, Any], parts: Iterable[list[dict[str, Any]]]) -> Iterator[str]:
+def _trace_chunks(head: dict[str, Any], parts: Iterable[list[str]]) -> Iterator[str]:
     """The trace file's text in pieces: the head, then one event per line."""
     lines = ["{"]
     for k, v in head.items():
@@ -202,17 +245,22 @@ def _trace_chunks(head: dict[str, Any], parts: Iterable[list[dict[str, Any]]]) -
     yield "\n".join(lines)
     first = True
     for events in parts:
-        if events:
-            body = ",\n".join(map(_encode_event, events))
+        for k in range(0, len(events), _LINES_PER_CHUNK):
+            body = ",\n".join(events[k:k + _LINES_PER_CHUNK])
             yield ("\n" if first else ",\n") + body
             first = False
+        events = body = None  # freed before the next schedule's lines are built
     yield "\n]}\n"
+
+
+#: Event lines joined into one piece of text at a time (the file is written piece by piece).
+_LINES_PER_CHUNK = 4096
 
 
 def dumps_trace(doc: dict[str, Any]) -> str:
     """Serialize a trace deterministically, one event per line (diffable, streamable)."""
     head = {k: v for k, v in doc.items() if k != "traceEvents"}
-    return "".join(_trace_chunks(head, [doc["traceEvents"]]))
+    return "".join(_trace_chunks(head, [[_encode_event(ev) for ev in doc["traceEvents"]]]))
 
 
 def write_trace(report: OverlapReport, path: str | os.PathLike[str]) -> None:

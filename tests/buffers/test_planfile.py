@@ -39,3 +39,32 @@ def test_schema_violation_names_the_field(plan, tmp_path):
     with pytest.raises(GraphError) as exc:
         load_plan(path)
     assert exc.value.field == "$.groups[0].buffers[1].offset_bytes"
+
+
+def test_one_line_per_buffer_and_the_same_document_as_the_indented_dump(plan):
+    text = plan_json(plan)
+    assert json.loads(text) == json.loads(plan.model_dump_json(indent=2))
+    lines = text.splitlines()
+    for group in plan.groups:
+        for buf in group.buffers:
+            line = next(ln for ln in lines if ln.lstrip().startswith(f'{{"name": "{buf.name}"'))
+            assert json.loads(line.strip().rstrip(",")) == buf.model_dump(mode="json")
+
+
+def test_a_plan_written_indented_reads_back(plan, tmp_path):
+    """Plans written before one-line buffers (the pydantic indented dump) still load."""
+    path = tmp_path / "old.json"
+    path.write_text(plan.model_dump_json(indent=2) + "\n")
+    assert load_plan(path) == plan
+
+
+def test_a_corpus_plan_with_persistent_params_keeps_its_document(tmp_path):
+    from pathlib import Path
+
+    from commopt.io import load_graph
+
+    g = load_graph(Path(__file__).resolve().parents[2] / "sample_graphs/corpus/ws2/llama_fsdp.pt2")
+    p = plan_buffers(g, persistent_params="all")
+    path = save_plan(p, tmp_path / "buffer_plan.json")
+    assert json.loads(path.read_text()) == json.loads(p.model_dump_json())
+    assert load_plan(path) == p

@@ -60,3 +60,44 @@ def test_summary_shows_both_orders_ranges():
     assert r.before_min_us <= s.before.makespan_us <= r.before_max_us
     assert r.after_min_us <= s.after.makespan_us <= r.after_max_us
     assert r.after_max_us == max([s.after.makespan_us, *(x.after_us for x in r.scenarios)])
+
+
+def _shuffled_order(g, rng):
+    """A random permutation with every wait after its collective (all the engine requires):
+    nodes read values before they are ready, views of values in flight, waits far away."""
+    order = [n.index for n in g.nodes if n.wait_of is None]
+    rng.shuffle(order)
+    for n in g.nodes:
+        if n.wait_of is not None:
+            order.insert(rng.randint(order.index(n.wait_of) + 1, len(order)), n.index)
+    return order
+
+
+@pytest.mark.parametrize("name", ["llama_tp_sp_2d", "llama_fsdp", "mixtral_ep"])
+def test_shared_replay_equals_the_engine_to_the_bit(name):
+    """makespans() reads an order once for every scenario; each makespan is the engine's."""
+    import random
+
+    from commopt.estimators import resolve
+    from commopt.io import load_graph
+    from commopt.sim.robustness import makespans
+
+    g = load_graph(GRAPH.with_name(f"{name}.pt2"))
+    d = resolve("analytical").durations(g)
+    lists = [durs for _, durs in perturbations(g, d)] + [d]
+    rng = random.Random(7)
+    orders = [g.original_order]
+    orders += [_shuffled_order(g, rng) for _ in range(8)]
+    for order in orders:
+        assert makespans(g, order, lists) == [makespan_us(g, order, x) for x in lists]
+
+
+def test_shared_replay_refuses_a_wait_before_its_collective(graph_and_durations):
+    from commopt.errors import InvariantViolation
+    from commopt.sim.robustness import makespans
+
+    g, d = graph_and_durations
+    w = next(n.index for n in g.nodes if n.wait_of is not None)
+    order = [w] + [i for i in g.original_order if i != w]
+    with pytest.raises(InvariantViolation):
+        makespans(g, order, [d])

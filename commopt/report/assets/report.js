@@ -54,7 +54,8 @@
                          "data-rows": lane.rows, transform: "translate(0," + (y + ROW_GAP) + ")"}, svg);
         var maxDur = 0, ev = lane.ev;
         for (var k = 0; k < ev.length; k += 5) { maxDur = Math.max(maxDur, ev[k + 1] - ev[k]); }
-        p.lanes.push({lane: lane, g: g, bg: bg, maxDur: maxDur, y: y + ROW_GAP});
+        p.lanes.push({lane: lane, g: g, bg: bg, maxDur: maxDur, y: y + ROW_GAP,
+                      levels: buildLevels(lane)});
         y += h;
       });
       var memLabel = document.createElement("div");
@@ -99,6 +100,81 @@
     return lo;
   }
 
+  // Far-out zoom levels: a lane of many spans is also summed, per row, into bins of
+  // span_us / LEVEL0_BINS microseconds, and each coarser level into bins twice as wide. A view
+  // where a bin is under half a merge gap wide draws the coarsest such level's bins instead
+  // of every span, so its cost follows the pixels on screen, not the spans in the graph.
+  var LEVEL0_BINS = 65536, LEVELS_FROM = 4096, TOP_BINS = 64;
+
+  function newBins() {
+    return {bin: [], s: [], e: [], first: [], last: [], count: [], busy: [], exposed: [], maxDur: []};
+  }
+  function pushBin(B, bin, s, e, first, last, count, busy, exposed, maxDur) {
+    B.bin.push(bin); B.s.push(s); B.e.push(e); B.first.push(first); B.last.push(last);
+    B.count.push(count); B.busy.push(busy); B.exposed.push(exposed); B.maxDur.push(maxDur);
+  }
+  function addToBin(B, m, e, last, count, busy, exposed, maxDur) {
+    B.e[m] = Math.max(B.e[m], e); B.last[m] = last; B.count[m] += count;
+    B.busy[m] += busy; B.exposed[m] += exposed; B.maxDur[m] = Math.max(B.maxDur[m], maxDur);
+  }
+  function buildLevels(lane) {
+    var ev = lane.ev, n = ev.length / 5;
+    if (n < LEVELS_FROM) return null;
+    var w = D.span_us / LEVEL0_BINS, rows = [], r, k, m;
+    for (r = 0; r < lane.rows; r++) rows.push(newBins());
+    for (k = 0; k < n; k++) {  // spans of a row come in start order: so do its bins
+      var s = ev[k * 5], e = ev[k * 5 + 1], B = rows[ev[k * 5 + 3]], b = Math.floor(s / w);
+      var dur = e - s, ex = ev[k * 5 + 4] === 1 ? dur : 0;
+      m = B.bin.length - 1;
+      if (m >= 0 && B.bin[m] === b) addToBin(B, m, e, k, 1, dur, ex, dur);
+      else pushBin(B, b, s, e, k, k, 1, dur, ex, dur);
+    }
+    var levels = [{w: w, rows: rows}];
+    while (rows.some(function (R) { return R.bin.length > TOP_BINS; })) {
+      w *= 2;
+      rows = rows.map(function (R) {
+        var C = newBins();
+        for (var j = 0; j < R.bin.length; j++) {
+          var b = R.bin[j] >> 1, q = C.bin.length - 1;
+          if (q >= 0 && C.bin[q] === b) {
+            addToBin(C, q, R.e[j], R.last[j], R.count[j], R.busy[j], R.exposed[j], R.maxDur[j]);
+          } else {
+            pushBin(C, b, R.s[j], R.e[j], R.first[j], R.last[j], R.count[j], R.busy[j],
+                    R.exposed[j], R.maxDur[j]);
+          }
+        }
+        return C;
+      });
+      levels.push({w: w, rows: rows});
+    }
+    return levels;
+  }
+  // the coarsest level whose bins are under half a merge gap wide, or null: draw every span
+  function levelFor(pl, pxPerUs) {
+    var levels = pl.levels;
+    if (!levels || levels[0].w * pxPerUs > MIN_PX / 2) return null;
+    var L = 0;
+    while (L + 1 < levels.length && levels[L + 1].w * pxPerUs <= MIN_PX / 2) L++;
+    return levels[L];
+  }
+
+  function lowerBound(ev, t) {
+    var lo = 0, hi = ev.length / 5;
+    while (lo < hi) {
+      var mid = (lo + hi) >> 1;
+      if (ev[mid * 5] < t) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+  function firstBin(bins, b) {
+    var lo = 0, hi = bins.length;
+    while (lo < hi) {
+      var mid = (lo + hi) >> 1;
+      if (bins[mid] < b) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+
   function drawLane(pl, pxPerUs, t0, t1) {
     var g = pl.g, ev = pl.lane.ev, n = ev.length / 5;
     while (g.firstChild) g.removeChild(g.firstChild);
@@ -120,23 +196,48 @@
       var kind = a.exposedUs * 2 > a.busyUs ? "exposed" : kindOf(a.first);
       rect(a.x0, a.x1 - a.x0, row, "agg k-" + kind, a.first, a.last, a.count);
     }
-    for (var k = lowerBound(ev, t0 - pl.maxDur); k < n; k++) {
-      var s = ev[k * 5], e = ev[k * 5 + 1], row = ev[k * 5 + 3];
-      if (s > t1) break;
-      if (e < t0) continue;
+    // spans first..last (count of them, busyUs long, exposedUs of it exposed) from s to e
+    function add(s, e, row, first, last, count, busyUs, exposedUs) {
       var x = s * pxPerUs, w = (e - s) * pxPerUs, a = pending[row];
-      var exposedUs = ev[k * 5 + 4] === 1 ? e - s : 0;
-      if (w >= MIN_PX) { flush(row); rect(x, w, row, "k-" + kindOf(k), k, k, 1); continue; }
+      if (count === 1 && w >= MIN_PX) { flush(row); rect(x, w, row, "k-" + kindOf(first), first, first, 1); return; }
       if (a && x - a.x1 <= MIN_PX && a.x1 - a.x0 < AGG_PX) {
-        a.x1 = Math.max(a.x1, x + w); a.last = k; a.count += 1;
-        a.busyUs += e - s; a.exposedUs += exposedUs;
+        a.x1 = Math.max(a.x1, x + w); a.last = last; a.count += count;
+        a.busyUs += busyUs; a.exposedUs += exposedUs;
       } else {
         flush(row);
-        pending[row] = {x0: x, x1: x + w, first: k, last: k, count: 1, busyUs: e - s,
+        pending[row] = {x0: x, x1: x + w, first: first, last: last, count: count, busyUs: busyUs,
                         exposedUs: exposedUs};
       }
     }
-    for (var r = 0; r < pending.length; r++) flush(r);
+    function addSpan(k) {
+      var s = ev[k * 5], e = ev[k * 5 + 1];
+      add(s, e, ev[k * 5 + 3], k, k, 1, e - s, ev[k * 5 + 4] === 1 ? e - s : 0);
+    }
+    var level = levelFor(pl, pxPerUs), r, k;
+    if (level !== null) {
+      for (r = 0; r < level.rows.length; r++) {
+        var B = level.rows[r];
+        for (var j = firstBin(B.bin, Math.floor((t0 - pl.maxDur) / level.w)); j < B.bin.length; j++) {
+          if (B.s[j] > t1) break;
+          if (B.e[j] < t0) continue;
+          if (B.maxDur[j] * pxPerUs < MIN_PX && B.s[j] >= t0 && B.e[j] <= t1) {
+            add(B.s[j], B.e[j], r, B.first[j], B.last[j], B.count[j], B.busy[j], B.exposed[j]);
+            continue;
+          }
+          // a span wide enough to see, or a bin across an edge of the view: span by span
+          for (k = B.first[j]; k <= B.last[j]; k++) {
+            if (ev[k * 5 + 3] === r && ev[k * 5] <= t1 && ev[k * 5 + 1] >= t0) addSpan(k);
+          }
+        }
+      }
+    } else {
+      for (k = lowerBound(ev, t0 - pl.maxDur); k < n; k++) {
+        if (ev[k * 5] > t1) break;
+        if (ev[k * 5 + 1] < t0) continue;
+        addSpan(k);
+      }
+    }
+    for (r = 0; r < pending.length; r++) flush(r);
   }
 
   function niceStep(raw) {
