@@ -20,6 +20,7 @@ from commopt.buffers.offsets import lower_bound
 from commopt.buffers.persistent import find_persistent_params
 from commopt.buffers.planner import DEFAULT_ALIGN_BYTES, align_up
 from commopt.ir.graph import Graph
+from commopt.ir.schedule import Schedule
 from commopt.schemas.buffer_plan import BufferPlan
 from commopt.sim.memory import Footprint, footprint
 
@@ -31,6 +32,7 @@ def estimate_footprint(graph: Graph, order: Sequence[int], *, align: int = DEFAU
     rank's sizes). Producers are assumed to copy into their buffers (no zero-copy), which can
     only overstate the other tensors. Persistent parameter slots (``persistent_params``) are
     arena bytes for the whole step, and their parameters live nowhere else."""
+    order = Schedule.of(graph, order)  # positions computed once, for both passes over it
     specs = collect_buffers(graph, order, parse_collective_types(collective_types),
                             find_persistent_params(graph, persistent_params))
     by_group: dict[str, list] = {}

@@ -24,6 +24,7 @@ sized by an assumed value could be too small, so the runner allocates it fresh e
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import weakref
 from collections.abc import Iterable, Sequence
@@ -69,6 +70,19 @@ class BufferSpec:
         """The buffer's id in the plan: ``'<collective>:<role><tensor_index>'``."""
         role = {"input": "in", "output": "out", "inout": "inout"}[self.role]
         return f"{graph.nodes[self.collective].name}:{role}{self.tensor_index}"
+
+
+_SPEC_SETTERS = tuple(getattr(BufferSpec, f.name).__set__ for f in dataclasses.fields(BufferSpec))
+
+
+def _spec(*values) -> BufferSpec:
+    """``BufferSpec(*values)`` (every field, in declaration order), built through the slots'
+    setters: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
+    three times slower, and footprint estimates build one spec per buffer for every order."""
+    spec = object.__new__(BufferSpec)
+    for setter, value in zip(_SPEC_SETTERS, values, strict=True):
+        setter(spec, value)
+    return spec
 
 
 def parse_collective_types(spec: str | Iterable[str] | None) -> tuple[str, ...] | None:
@@ -307,11 +321,8 @@ def collect_buffers(
             # runner copies the value in when the collective is issued
             zero_copy = r.may_write_in_place and _last_of_root(last, keys[r.value]) <= end
             first = min(0 if r.root_is_input else pos[r.root], start) if zero_copy else start
-            out.append(BufferSpec(
-                collective=c, role=role, tensor_index=r.k, value=r.value, group=info.group,
-                meta=r.meta, padded_bytes=r.padded_bytes, local_bytes=r.local_bytes,
-                first=first, last=end, producer=r.root, zero_copy=zero_copy, shared=members[1:],
-            ))
+            out.append(_spec(c, role, r.k, r.value, info.group, r.meta, r.padded_bytes,
+                             r.local_bytes, first, end, r.root, zero_copy, False, members[1:]))
         if info.in_place:
             continue
         multi = len(site.outputs) > 1
@@ -321,11 +332,8 @@ def collect_buffers(
             meta, padded, local = output
             key = (c, k if multi else 0)
             end = max(done, last.get(key, -1), last.get((c, ALL_TENSORS), -1) if multi else -1)
-            out.append(BufferSpec(
-                collective=c, role="output", tensor_index=k, value=c, group=info.group, meta=meta,
-                padded_bytes=padded, local_bytes=local,
-                first=issue, last=end, producer=None, zero_copy=False,
-            ))
+            out.append(_spec(c, "output", k, c, info.group, meta, padded, local, issue, end,
+                             None, False, False, ()))
     return out
 
 
