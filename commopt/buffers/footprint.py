@@ -13,13 +13,18 @@ memory budget and the summary count that, not only the plain live-tensor peak
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from commopt.buffers.lifetimes import collect_buffers, parse_collective_types
+import numpy as np
+
+from commopt.buffers.lifetimes import BufferTable, buffer_table, parse_collective_types
 from commopt.buffers.offsets import lower_bound
 from commopt.buffers.persistent import find_persistent_params
-from commopt.buffers.planner import DEFAULT_ALIGN_BYTES, align_up
+from commopt.buffers.planner import DEFAULT_ALIGN_BYTES
 from commopt.ir.graph import Graph
+from commopt.ir.schedule import Schedule
 from commopt.schemas.buffer_plan import BufferPlan
 from commopt.sim.memory import Footprint, footprint
 
@@ -31,18 +36,14 @@ def estimate_footprint(graph: Graph, order: Sequence[int], *, align: int = DEFAU
     rank's sizes). Producers are assumed to copy into their buffers (no zero-copy), which can
     only overstate the other tensors. Persistent parameter slots (``persistent_params``) are
     arena bytes for the whole step, and their parameters live nowhere else."""
-    specs = collect_buffers(graph, order, parse_collective_types(collective_types),
-                            find_persistent_params(graph, persistent_params))
-    by_group: dict[str, list] = {}
-    for s in specs:
-        by_group.setdefault(s.group, []).append(s)
-    arena = sum(lower_bound([align_up(s.padded_bytes, align) for s in group],
-                            [s.first for s in group], [s.last for s in group])
-                for group in by_group.values())
-    resident = {s.collective for s in specs if s.role in ("output", "inout")}
-    resident.update(s.value for s in specs if s.persistent)
-    copied = {s.collective for s in specs if s.role in ("input", "inout") and not s.persistent}
-    copied.update(c for s in specs if not s.persistent for c, _ in s.shared)  # read the copy
+    order = Schedule.of(graph, order)  # positions computed once, for both passes over it
+    table = buffer_table(graph, parse_collective_types(collective_types),
+                         find_persistent_params(graph, persistent_params))
+    first, last, _ = table.lifetimes(graph, order)
+    held = _arena_held(table)
+    sizes = -(-held.padded_bytes // align) * align  # commopt.buffers.planner.align_up
+    arena = sum(lower_bound(sizes[rows], first[rows], last[rows]) for rows in held.group_rows)
+    resident, copied = held.resident, held.copied
     return footprint(graph, order, arena, resident, copied, padded=True)
 
 
@@ -67,6 +68,46 @@ def plan_footprint(graph: Graph, order: Sequence[int], plan: BufferPlan,
                 copied.add(c)
                 copied.update(index[r.rpartition(":")[0]] for r in buf.shared_with)
     return footprint(graph, order, plan.totals.arena_bytes, resident, copied, padded=True)
+
+
+@dataclass(frozen=True, eq=False)
+class _ArenaHeld:
+    """What a buffer table means for the runner's footprint, whatever the order: each
+    buffer's padded bytes, the buffers of each group, the nodes whose value lives in an arena
+    (``resident``: collective outputs, persistent parameters) and the collectives whose
+    inputs are copied into one at the issue (``copied``)."""
+
+    padded_bytes: np.ndarray
+    group_rows: list[np.ndarray]
+    resident: frozenset[int]
+    copied: frozenset[int]
+
+
+_HELD: weakref.WeakKeyDictionary[BufferTable, _ArenaHeld] = weakref.WeakKeyDictionary()
+
+
+def _arena_held(table: BufferTable) -> _ArenaHeld:
+    """``table``'s :class:`_ArenaHeld` (cached: the budget search estimates many orders)."""
+    held = _HELD.get(table)
+    if held is None:
+        groups: dict[str, list[int]] = {}
+        resident: set[int] = set()
+        copied: set[int] = set()
+        for b, (c, role, _k, value, group, _m, _p, _l, _prod, persistent, shared) in enumerate(table.rows):
+            groups.setdefault(group, []).append(b)
+            if role in ("output", "inout"):
+                resident.add(c)
+            if persistent:
+                resident.add(value)
+            else:
+                if role in ("input", "inout"):
+                    copied.add(c)
+                copied.update(m for m, _ in shared)  # read the copy
+        held = _HELD[table] = _ArenaHeld(
+            np.asarray([row[6] for row in table.rows], dtype=np.int64),
+            [np.asarray(rows, dtype=np.int64) for rows in groups.values()],
+            frozenset(resident), frozenset(copied))
+    return held
 
 
 class FootprintBudget:

@@ -24,6 +24,7 @@ sized by an assumed value could be too small, so the runner allocates it fresh e
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import weakref
 from collections.abc import Iterable, Sequence
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from commopt.buffers.persistent import NO_PERSISTENT, ParamSlot, PersistentParams
+from commopt.buffers.persistent import NO_PERSISTENT, PersistentParams
 from commopt.buffers.shared import shared_reads
 from commopt.errors import GraphError, OptionError, suggest
 from commopt.ir.args import iter_refs
@@ -69,6 +70,19 @@ class BufferSpec:
         """The buffer's id in the plan: ``'<collective>:<role><tensor_index>'``."""
         role = {"input": "in", "output": "out", "inout": "inout"}[self.role]
         return f"{graph.nodes[self.collective].name}:{role}{self.tensor_index}"
+
+
+_SPEC_SETTERS = tuple(getattr(BufferSpec, f.name).__set__ for f in dataclasses.fields(BufferSpec))
+
+
+def _spec(*values) -> BufferSpec:
+    """``BufferSpec(*values)`` (every field, in declaration order), built through the slots'
+    setters: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
+    three times slower, and footprint estimates build one spec per buffer for every order."""
+    spec = object.__new__(BufferSpec)
+    for setter, value in zip(_SPEC_SETTERS, values, strict=True):
+        setter(spec, value)
+    return spec
 
 
 def parse_collective_types(spec: str | Iterable[str] | None) -> tuple[str, ...] | None:
@@ -154,23 +168,6 @@ def collective_inputs(node: Node) -> list[int]:
     return list(node.inputs)
 
 
-class _LastUses:
-    """:func:`last_uses` as a lookup: ``get(key, -1)`` gives the last position a key is
-    touched, from one vectorized pass over the graph's touches (:class:`_Sites`)."""
-
-    __slots__ = ("_ids", "_last")
-
-    def __init__(self, sites: _Sites, pos: np.ndarray) -> None:
-        last = np.full(len(sites.key_ids), -1, dtype=np.int64)
-        np.maximum.at(last, sites.touch_key, pos[sites.touch_node])
-        self._ids = sites.key_ids
-        self._last = last.tolist()
-
-    def get(self, key: tuple[int, int], default: int = -1) -> int:
-        k = self._ids.get(key)
-        return default if k is None else self._last[k]
-
-
 @dataclass(frozen=True, slots=True)
 class _Read:
     """A tensor a collective reads, with what its buffer needs that no order changes."""
@@ -208,6 +205,10 @@ class _Sites:
     touch_node: np.ndarray
     touch_key: np.ndarray
     sites: tuple[_Site, ...]
+    #: each site's collective, and every (site, wait) pair
+    site_node: np.ndarray
+    wait_site: np.ndarray
+    wait_node: np.ndarray
 
 
 _SITES: weakref.WeakKeyDictionary[Graph, _Sites] = weakref.WeakKeyDictionary()
@@ -249,8 +250,12 @@ def _sites(graph: Graph) -> _Sites:
         outputs = tuple(None if has_data_dependent_output(node, k) else (m, m.padded_nbytes, m.nbytes)
                         for k, m in enumerate(node.outputs))
         sites.append(_Site(c, node.collective, tuple(graph.waits_of(c)), tuple(reads), outputs))
+    waits = [(j, w) for j, site in enumerate(sites) for w in site.waits]
     cached = _Sites(keys, key_ids, np.asarray(touch_node, dtype=np.int64),
-                    np.asarray(touch_key, dtype=np.int64), tuple(sites))
+                    np.asarray(touch_key, dtype=np.int64), tuple(sites),
+                    np.asarray([site.c for site in sites], dtype=np.int64),
+                    np.asarray([j for j, _ in waits], dtype=np.int64),
+                    np.asarray([w for _, w in waits], dtype=np.int64))
     _SITES[graph] = cached
     return cached
 
@@ -272,61 +277,159 @@ def collect_buffers(
     last reader's wait. The order-independent facts are computed once per graph, so the
     passes' footprint budget may ask for many orders.
     """
-    pos = Schedule.of(graph, order).positions
+    table = buffer_table(graph, collective_types, persistent)
+    first, last, zero_copy = table.lifetimes(graph, order)
+    return [_spec(c, role, k, value, group, meta, padded, local, f, e, producer, z, kept, shared)
+            for (c, role, k, value, group, meta, padded, local, producer, kept, shared), f, e, z
+            in zip(table.rows, first.tolist(), last.tolist(), zero_copy.tolist(), strict=True)]
+
+
+#: Row kinds of a :class:`BufferTable`.
+_PERSISTENT, _READ, _READ_IN_PLACE, _OUTPUT = 0, 1, 2, 3
+
+
+@dataclass(frozen=True, eq=False)
+class BufferTable:
+    """The buffers :func:`collect_buffers` yields for one graph and options, in its order,
+    with everything their lifetimes are computed from as arrays (order-independent, cached
+    per graph): :meth:`lifetimes` gives every buffer's lifetime on an order at once.
+
+    ``rows[b]``: buffer b's fixed fields ``(collective, role, tensor_index, value, group, meta,
+    padded_bytes, local_bytes, producer, persistent, shared)``. Per buffer: ``kind`` (persistent
+    slot, read, in-place read, output), ``site`` (its collective's index in the graph's
+    collectives), ``root``/``root_is_input``/``may_write`` (a read's storage root and whether
+    its producer may write into the buffer), ``value_keys``/``own_keys`` (alias-key ids whose
+    last touch bounds it, two each; an id past the keys reads -1), and the members of shared
+    slots as (buffer, site) pairs.
+    """
+
+    rows: list[tuple]
+    kind: np.ndarray
+    site: np.ndarray
+    root: np.ndarray
+    root_is_input: np.ndarray
+    may_write: np.ndarray
+    value_keys: np.ndarray
+    own_keys: np.ndarray
+    member_row: np.ndarray
+    member_site: np.ndarray
+    sites: _Sites
+
+    def lifetimes(self, graph: Graph, order: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(first, last, zero_copy) of every buffer on ``order`` (rules in the module
+        docstring, exactly as :func:`collect_buffers` reports them)."""
+        pos = np.asarray(Schedule.of(graph, order).positions, dtype=np.int64).reshape(len(graph.nodes))
+        sites = self.sites
+        last_touch = np.full(len(sites.key_ids) + 1, -1, dtype=np.int64)
+        np.maximum.at(last_touch, sites.touch_key, pos[sites.touch_node])
+        issue_s = pos[sites.site_node]
+        done_s = np.full(len(issue_s), -1, dtype=np.int64)
+        np.maximum.at(done_s, sites.wait_site, pos[sites.wait_node])
+        done_s = np.where(done_s >= 0, done_s, issue_s)  # no wait: done when issued
+        issue, done = issue_s[self.site], done_s[self.site]
+        start, end = issue, done
+        if len(self.member_row):  # a shared slot: first reader's issue to last reader's wait
+            has = np.zeros(len(issue), dtype=bool)
+            has[self.member_row] = True
+            m_start = np.full(len(issue), np.iinfo(np.int64).max, dtype=np.int64)
+            np.minimum.at(m_start, self.member_row, issue_s[self.member_site])
+            m_end = np.full(len(issue), -1, dtype=np.int64)
+            np.maximum.at(m_end, self.member_row, done_s[self.member_site])
+            start, end = np.where(has, m_start, issue), np.where(has, m_end, done)
+        value_last = last_touch[self.value_keys].max(axis=1)
+        own_last = last_touch[self.own_keys].max(axis=1)
+        kind = self.kind
+        end = np.where(kind == _READ_IN_PLACE, np.maximum(np.maximum(done, value_last), own_last), end)
+        reads = (kind == _READ) | (kind == _READ_IN_PLACE)
+        end = np.where(reads, np.maximum(end, start), end)
+        zero_copy = self.may_write & (value_last <= end)
+        producer_at = np.where(self.root_is_input, 0, pos[self.root])
+        first = np.where(zero_copy, np.minimum(producer_at, start), start)
+        outputs = kind == _OUTPUT
+        first = np.where(outputs, issue, first)
+        last = np.where(outputs, np.maximum(done, own_last), end)
+        slots = kind == _PERSISTENT
+        first = np.where(slots, 0, first)
+        last = np.where(slots, max(0, len(pos) - 1), last)
+        return first, last, zero_copy
+
+
+_TABLES: weakref.WeakKeyDictionary[Graph, dict] = weakref.WeakKeyDictionary()
+
+
+def buffer_table(graph: Graph, collective_types: Iterable[str] | None = None,
+                 persistent: PersistentParams = NO_PERSISTENT) -> BufferTable:
+    """The graph's :class:`BufferTable` for these options (cached per graph)."""
     wanted = None if collective_types is None else frozenset(collective_types)
-    served = persistent.by_read()
-    sites = _sites(graph)
-    keys = sites.keys
-    last = _LastUses(sites, np.asarray(pos, dtype=np.int64).reshape(len(pos)))
-    done_of = {s.c: max((pos[w] for w in s.waits), default=pos[s.c]) for s in sites.sites}
-    sharing = _sharing(graph, wanted, served)
-    out: list[BufferSpec] = []
-    for site in sites.sites:
+    cache = _TABLES.setdefault(graph, {})
+    table = cache.get((wanted, persistent))
+    if table is None:
+        table = cache[(wanted, persistent)] = _TableBuilder(graph, wanted, persistent).build()
+    return table
+
+
+class _TableBuilder:
+    """Builds a :class:`BufferTable`: the rows :func:`collect_buffers` yields, one site at a time."""
+
+    def __init__(self, graph: Graph, wanted: frozenset[str] | None, persistent: PersistentParams) -> None:
+        self.graph, self.wanted = graph, wanted
+        self.served = persistent.by_read()
+        self.sites = _sites(graph)
+        self.sharing = _sharing(graph, wanted, self.served)
+        self.site_of = {site.c: j for j, site in enumerate(self.sites.sites)}
+        self.none = len(self.sites.key_ids)  # the id of a key nothing touches
+        self.rows: list[tuple] = []
+        self.cols: list[tuple] = []  # kind, site, root, root_is_input, may_write, 4 key ids
+        self.members: list[tuple[int, int]] = []
+
+    def key(self, key: tuple[int, int]) -> int:
+        return self.sites.key_ids.get(key, self.none)
+
+    def build(self) -> BufferTable:
+        for j, site in enumerate(self.sites.sites):
+            if self.wanted is None or site.info.type in self.wanted:
+                self.add_site(j, site)
+        cols = np.asarray(self.cols, dtype=np.int64).reshape(len(self.cols), 9)
+        members = np.asarray(self.members, dtype=np.int64).reshape(len(self.members), 2)
+        return BufferTable(self.rows, cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3].astype(bool),
+                           cols[:, 4].astype(bool), cols[:, 5:7], cols[:, 7:9], members[:, 0],
+                           members[:, 1], self.sites)
+
+    def add_site(self, j: int, site: _Site) -> None:
         c, info = site.c, site.info
-        if wanted is not None and info.type not in wanted:
-            continue
-        issue = pos[c]
-        done = done_of[c]
+        keys, none = self.sites.keys, self.none
         role = "inout" if info.in_place else "input"
         for r in site.reads:
-            slot = served.get((c, r.k))
+            slot = self.served.get((c, r.k))
             if slot is not None:
-                if slot.reads[0] == (c, r.k):
-                    out.append(_persistent_spec(graph, slot, len(pos)))
+                if slot.reads[0] == (c, r.k):  # the parameter itself, live throughout
+                    meta = self.graph.nodes[slot.param].outputs[0]
+                    self.rows.append((c, "input", r.k, slot.param, slot.group, meta, meta.padded_nbytes,
+                                      meta.nbytes, slot.param, True, slot.reads[1:]))
+                    self.cols.append((_PERSISTENT, j, 0, 0, 0, none, none, none, none))
                 continue
-            members = sharing.get((c, r.k), ())
+            members = self.sharing.get((c, r.k), ())
             if members and members[0] != (c, r.k):
                 continue  # reads the slot of the set's first member
-            start = min((pos[m] for m, _ in members), default=issue)  # the first reader's issue
-            end = max((done_of[m] for m, _ in members), default=done)
-            if info.in_place:
-                end = max(done, _last_of_root(last, keys[r.value]), last.get((keys[c][0], r.k), -1),
-                          last.get((keys[c][0], ALL_TENSORS), -1))
-            end = max(end, start)
-            # zero-copy: nothing touches the value after the buffer's lifetime; else the
-            # runner copies the value in when the collective is issued
-            zero_copy = r.may_write_in_place and _last_of_root(last, keys[r.value]) <= end
-            first = min(0 if r.root_is_input else pos[r.root], start) if zero_copy else start
-            out.append(BufferSpec(
-                collective=c, role=role, tensor_index=r.k, value=r.value, group=info.group,
-                meta=r.meta, padded_bytes=r.padded_bytes, local_bytes=r.local_bytes,
-                first=first, last=end, producer=r.root, zero_copy=zero_copy, shared=members[1:],
-            ))
+            self.members.extend((len(self.rows), self.site_of[m]) for m, _ in members)
+            root, k = keys[r.value]
+            own = (self.key((keys[c][0], r.k)), self.key((keys[c][0], ALL_TENSORS))) if info.in_place \
+                else (none, none)
+            self.rows.append((c, role, r.k, r.value, info.group, r.meta, r.padded_bytes, r.local_bytes,
+                              r.root, False, members[1:]))
+            self.cols.append((_READ_IN_PLACE if info.in_place else _READ, j, r.root, r.root_is_input,
+                              r.may_write_in_place, self.key((root, k)), self.key((root, ALL_TENSORS)),
+                              *own))
         if info.in_place:
-            continue
+            return
         multi = len(site.outputs) > 1
         for k, output in enumerate(site.outputs):
             if output is None:  # data-dependent size: allocated when the step runs
                 continue
             meta, padded, local = output
-            key = (c, k if multi else 0)
-            end = max(done, last.get(key, -1), last.get((c, ALL_TENSORS), -1) if multi else -1)
-            out.append(BufferSpec(
-                collective=c, role="output", tensor_index=k, value=c, group=info.group, meta=meta,
-                padded_bytes=padded, local_bytes=local,
-                first=issue, last=end, producer=None, zero_copy=False,
-            ))
-    return out
+            self.rows.append((c, "output", k, c, info.group, meta, padded, local, None, False, ()))
+            self.cols.append((_OUTPUT, j, 0, 0, 0, none, none, self.key((c, k if multi else 0)),
+                              self.key((c, ALL_TENSORS)) if multi else none))
 
 
 def _sharing(graph: Graph, wanted: frozenset[str] | None,
@@ -343,23 +446,6 @@ def _sharing(graph: Graph, wanted: frozenset[str] | None,
         for m in kept if len(kept) > 1 else ():
             out[m] = kept
     return out
-
-
-def _persistent_spec(graph: Graph, slot: ParamSlot, length: int) -> BufferSpec:
-    """The input buffer of ``slot``'s first reader: the parameter itself, live throughout."""
-    c, k = slot.reads[0]
-    meta = graph.nodes[slot.param].outputs[0]
-    return BufferSpec(
-        collective=c, role="input", tensor_index=k, value=slot.param, group=slot.group,
-        meta=meta, padded_bytes=meta.padded_nbytes, local_bytes=meta.nbytes,
-        first=0, last=max(0, length - 1), producer=slot.param, zero_copy=False,
-        persistent=True, shared=slot.reads[1:],
-    )
-
-
-def _last_of_root(last: dict[tuple[int, int], int] | _LastUses, key: tuple[int, int]) -> int:
-    root, k = key
-    return max(last.get((root, k), -1), last.get((root, ALL_TENSORS), -1))
 
 
 def _may_write_in_place(value: Node) -> bool:

@@ -51,10 +51,11 @@ LOCAL_SEARCH_SEED = 0
 
 
 def lower_bound(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[int]) -> int:
-    """The largest sum of sizes of simultaneously live buffers (no packing can beat it)."""
+    """The largest sum of sizes of simultaneously live buffers (no packing can beat it).
+    Sequences or integer numpy arrays."""
     if len(sizes) != len(firsts) or len(sizes) != len(lasts):
         raise ValueError("sizes, firsts and lasts differ in length")
-    if not sizes:
+    if len(sizes) == 0:
         return 0
     size = np.asarray(sizes, dtype=np.int64)
     times = np.concatenate([np.asarray(firsts, dtype=np.int64), np.asarray(lasts, dtype=np.int64) + 1])

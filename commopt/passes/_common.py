@@ -62,6 +62,15 @@ def demand_order(
     heap: list[tuple[float, int]] = []
 
     def emit(u: int) -> None:
+        if emitted[u]:
+            return
+        for p in preds(u):
+            if not emitted[p]:
+                break
+        else:  # every predecessor is out already (most nodes): no stack walk
+            emitted[u] = 1
+            out.append(u)
+            return
         stack = [u]
         while stack:
             v = stack[-1]

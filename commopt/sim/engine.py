@@ -15,6 +15,8 @@ Model (docs/design.md, "Simulating an order"; the rules live in :mod:`commopt.si
 
 from __future__ import annotations
 
+import dataclasses
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -65,9 +67,68 @@ def makespan_us(graph: Graph, order: Sequence[int], durations_us: Sequence[float
     """The makespan :func:`simulate` gives ``order``, without the rest of its result (lower
     bound, memory, timings): for callers that replay one order under many cost variants
     (:mod:`commopt.sim.robustness`)."""
-    replay = _Replay(graph, step_durations(graph, durations_us))
-    replay.run(Schedule.of(graph, order))
-    return replay.makespan()
+    return _makespan(graph, Schedule.of(graph, order), step_durations(graph, durations_us))
+
+
+@dataclass(frozen=True, eq=False)
+class _Lanes:
+    """Per node, what a makespan-only replay reads (cached per graph): its kind as a small
+    code (:data:`_COLL`, :data:`_WAIT`, :data:`_VIEW`, else other), its inputs, and a
+    collective's stream (a wait's collective)."""
+
+    codes: bytes
+    inputs: list[tuple[int, ...]]
+    lane: list[object]
+
+
+_COLL, _WAIT, _VIEW = 1, 2, 3
+_LANES: weakref.WeakKeyDictionary[Graph, _Lanes] = weakref.WeakKeyDictionary()
+
+
+def _lanes(graph: Graph) -> _Lanes:
+    cached = _LANES.get(graph)
+    if cached is None:
+        code = {NodeKind.COLLECTIVE: _COLL, NodeKind.WAIT: _WAIT, NodeKind.VIEW: _VIEW}
+        nodes = graph.nodes
+        cached = _Lanes(bytes(code.get(n.kind, 0) for n in nodes), [n.inputs for n in nodes],
+                        [stream_of(n) if n.kind is NodeKind.COLLECTIVE else n.wait_of for n in nodes])
+        _LANES[graph] = cached
+    return cached
+
+
+def _makespan(graph: Graph, order: Schedule, dur: list[float]) -> float:
+    """:meth:`_Replay.makespan` after :meth:`_Replay.run`, with the same arithmetic but none of
+    the bookkeeping (events, exposed time, timings) that the makespan does not depend on."""
+    lanes = _lanes(graph)
+    codes, inputs, lane = lanes.codes, lanes.inputs, lanes.lane
+    n = len(codes)
+    end = [0.0] * n
+    issued = bytearray(n)
+    stream_free: dict[object, float] = {}
+    t = 0.0
+    comm_end = 0.0
+    for i in order:
+        ready = 0.0
+        for p in inputs[i]:
+            if end[p] > ready:
+                ready = end[p]
+        code = codes[i]
+        if code == _COLL:
+            s = max(stream_free.get(lane[i], 0.0), t, ready)
+            e = end[i] = stream_free[lane[i]] = s + dur[i]
+            issued[i] = 1
+            if e > comm_end:
+                comm_end = e
+        elif code == _WAIT:
+            c = lane[i]
+            if c is None or not issued[c]:
+                raise _wait_first(graph.nodes, i)
+            t = end[i] = (ready if ready > t else t) + dur[i]
+        elif code == _VIEW:
+            end[i] = ready if ready > t else t
+        else:
+            t = end[i] = (ready if ready > t else t) + dur[i]
+    return max(t, comm_end)
 
 
 class _Replay:
@@ -121,7 +182,7 @@ class _Replay:
                 t = end[i] = s + dur[i]
                 if kind is kind_compute:
                     total_compute += dur[i]
-                    events.append(SimEvent(i, COMPUTE_LANE, s, t))
+                    events.append(_event(i, COMPUTE_LANE, s, t))
         self.t = t
         self.total_compute += total_compute
 
@@ -134,15 +195,14 @@ class _Replay:
         self.stream_free[group] = e
         self.comm_by_group[group] = self.comm_by_group.get(group, 0.0) + self.dur[i]
         self.issued.append(i)
-        self.events.append(SimEvent(i, comm_lane(group), s, e))
+        self.events.append(_event(i, comm_lane(group), s, e))
 
     def _wait(self, i: int, node, ready: float, t: float) -> float:
         """Wait ``i`` at ``t``: the compute stream blocks until the collective finished (the
         idle time is exposed); returns the clock after the wait."""
         c = node.wait_of
         if c is None or self.issue[c] < 0.0:
-            cname = self.nodes[c].name if c is not None else "?"
-            raise InvariantViolation(f"wait {node.name!r} comes before its collective {cname!r} in the order")
+            raise _wait_first(self.nodes, i)
         if self.first_wait[c] < 0:
             self.first_wait[c] = i
             self.first_wait_t[c] = t
@@ -150,7 +210,7 @@ class _Replay:
         if ready > s:
             self.exposed[c] += ready - s
             self.exposed_total += ready - s
-            self.events.append(SimEvent(i, COMPUTE_LANE, s, ready))
+            self.events.append(_event(i, COMPUTE_LANE, s, ready))
             s = ready
         self.start[i] = s
         self.end[i] = s + self.dur[i]
@@ -209,6 +269,29 @@ class _Replay:
                 points.append((at, live))
                 last_live = live
         return points
+
+
+_EVENT_FIELDS = tuple(getattr(SimEvent, f.name).__set__ for f in dataclasses.fields(SimEvent))
+
+
+def _event(node: int, lane: str, start_us: float, end_us: float) -> SimEvent:
+    """``SimEvent(node, lane, start_us, end_us)`` through the slots' setters: a frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``, twice as slow,
+    and a replay makes one event per compute node."""
+    event = object.__new__(SimEvent)
+    set_node, set_lane, set_start, set_end = _EVENT_FIELDS
+    set_node(event, node)
+    set_lane(event, lane)
+    set_start(event, start_us)
+    set_end(event, end_us)
+    return event
+
+
+def _wait_first(nodes, i: int) -> InvariantViolation:
+    """The error for wait ``i`` replayed before its collective was issued."""
+    c = nodes[i].wait_of
+    cname = nodes[c].name if c is not None else "?"
+    return InvariantViolation(f"wait {nodes[i].name!r} comes before its collective {cname!r} in the order")
 
 
 def _charge_unwaited(nodes, ins, end, t: float, exposed: list[float]) -> None:

@@ -102,6 +102,22 @@ def _model_arrays(model: MemoryModel) -> _ModelArrays:
     return cached
 
 
+_WAIT_INPUTS: weakref.WeakKeyDictionary[MemoryModel, list] = weakref.WeakKeyDictionary()
+
+
+def _wait_inputs(graph: Graph, model: MemoryModel) -> list[tuple[int, int, list[int]]]:
+    """(wait, its collective, the storages of the collective's inputs) for every wait of a
+    collective with inputs, in node order (cached per model: footprints of many orders)."""
+    cached = _WAIT_INPUTS.get(model)
+    if cached is None:
+        nodes, roots = graph.nodes, model.roots
+        cached = [(w.index, w.wait_of, [roots[p] for p in nodes[w.wait_of].inputs])
+                  for w in nodes if w.kind is NodeKind.WAIT and w.wait_of is not None
+                  and nodes[w.wait_of].inputs]
+        _WAIT_INPUTS[model] = cached
+    return cached
+
+
 @dataclass(frozen=True)
 class Footprint:
     """What one rank holds while the emitted program runs: every arena for the whole step
@@ -126,11 +142,8 @@ def footprint(graph: Graph, order: Sequence[int], arena_bytes: int, resident: Co
     the runner's ``--memory`` measures (the codegen tests compare the two on the corpus).
     """
     model = memory_model(graph, padded=padded, hold_inputs_until_wait=False)
-    nodes, roots = graph.nodes, model.roots
     copied = set(copied)
-    held = {w.index: [roots[p] for p in nodes[w.wait_of].inputs]
-            for w in nodes if w.kind is NodeKind.WAIT and w.wait_of is not None
-            and w.wait_of not in copied and nodes[w.wait_of].inputs}
+    held = {w: roots for w, c, roots in _wait_inputs(graph, model) if c not in copied}
     other, _ = _live_curve(graph, order, model, resident, held)
     return Footprint(arena_bytes + other, arena_bytes, other)
 

@@ -41,11 +41,23 @@ def step_durations(graph: Graph, durations_us: Sequence[float]) -> list[float]:
     nodes = graph.nodes
     if len(durations_us) != len(nodes):
         raise ValueError(f"{len(durations_us)} durations for a graph of {len(nodes)} nodes")
-    dur = [0.0 if nodes[i].kind in ZERO_TIME_KINDS else float(d) for i, d in enumerate(durations_us)]
-    for i, d in enumerate(dur):
-        if not 0.0 <= d < math.inf:  # also rejects NaN
-            raise ValueError(f"node {nodes[i].name!r} has duration {d!r}; durations are finite and >= 0")
+    dur = [0.0 if zero else float(d) for zero, d in zip(_zero_time(graph), durations_us)]
+    if dur and not (sum(dur) < math.inf and min(dur) >= 0.0):  # a NaN makes the sum NaN
+        for i, d in enumerate(dur):
+            if not 0.0 <= d < math.inf:  # also rejects NaN
+                raise ValueError(f"node {nodes[i].name!r} has duration {d!r}; durations are finite and >= 0")
     return dur
+
+
+_ZERO_TIME: weakref.WeakKeyDictionary[Graph, bytes] = weakref.WeakKeyDictionary()
+
+
+def _zero_time(graph: Graph) -> bytes:
+    """1 per node of a kind that takes no time (cached per graph: replays of many orders)."""
+    cached = _ZERO_TIME.get(graph)
+    if cached is None:
+        cached = _ZERO_TIME[graph] = bytes(node.kind in ZERO_TIME_KINDS for node in graph.nodes)
+    return cached
 
 
 def stream_of(node: Node) -> str | None:

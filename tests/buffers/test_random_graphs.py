@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import random
+from pathlib import Path
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from commopt.buffers import compare_plans, plan_buffers, validate_plan
 from commopt.buffers.footprint import estimate_footprint, plan_footprint
+from commopt.buffers.lifetimes import collect_buffers
+from commopt.buffers.offsets import lower_bound
+from commopt.buffers.persistent import find_persistent_params
+from commopt.buffers.planner import DEFAULT_ALIGN_BYTES, align_up
 from commopt.buffers.shared import shared_reads
+from commopt.io import load_graph
 from commopt.ir.graph import NodeKind
+from commopt.sim.memory import footprint
 from tests.strategies import graphs, random_topological_order
+
+CORPUS = Path(__file__).resolve().parents[2] / "sample_graphs" / "corpus" / "ws2"
 
 
 @given(graphs(), st.randoms(use_true_random=False), st.sampled_from([1, 64, 512, 4096]))
@@ -77,3 +89,46 @@ def test_shared_slots_serve_reads_of_one_unwritten_storage(graph, rng):
             assert buf.last >= max(pos[w] for c in readers for w in graph.waits_of(c))
             c0 = graph.index_of[buf.node]
             assert shared_reads(graph)[(c0, buf.tensor_index)][0] == (c0, buf.tensor_index)
+
+
+def _footprint_from_specs(graph, order, align, persistent_params):
+    """The runner's estimated footprint computed from :func:`collect_buffers`' specs (what
+    :func:`estimate_footprint` computes from the buffer table's arrays)."""
+    specs = collect_buffers(graph, order, None, find_persistent_params(graph, persistent_params))
+    by_group: dict[str, list] = {}
+    for s in specs:
+        by_group.setdefault(s.group, []).append(s)
+    arena = sum(lower_bound([align_up(s.padded_bytes, align) for s in group],
+                            [s.first for s in group], [s.last for s in group])
+                for group in by_group.values())
+    resident = {s.collective for s in specs if s.role in ("output", "inout")}
+    resident.update(s.value for s in specs if s.persistent)
+    copied = {s.collective for s in specs if s.role in ("input", "inout") and not s.persistent}
+    copied.update(c for s in specs if not s.persistent for c, _ in s.shared)
+    return footprint(graph, order, arena, resident, copied, padded=True)
+
+
+@given(graphs(), st.randoms(use_true_random=False), st.sampled_from([1, 512, 4096]), st.data())
+def test_footprint_estimate_agrees_with_the_buffer_specs(graph, rng, align, data):
+    """The footprint estimate (lifetimes of a whole order at once, from the buffer table)
+    equals the one its buffer specs give, with and without persistent parameters."""
+    persistent = data.draw(st.booleans())
+    if persistent:
+        for node in graph.nodes:
+            if node.kind is NodeKind.INPUT and data.draw(st.booleans()):
+                node.attrs["role"] = "parameter"
+    pp = "all" if persistent else None
+    for order in (graph.original_order, random_topological_order(graph, rng)):
+        assert estimate_footprint(graph, order, align=align, persistent_params=pp) == \
+            _footprint_from_specs(graph, order, align, pp)
+
+
+@pytest.mark.parametrize("name", ["llama_fsdp", "llama_tp_sp_2d", "deepseek_v3_ep"])
+def test_footprint_estimate_agrees_with_the_buffer_specs_on_corpus_graphs(name):
+    """The same on real programs (FSDP, 2-D TP+SP, expert parallel), in random valid orders."""
+    graph = load_graph(CORPUS / f"{name}.pt2")
+    rng = random.Random(0)
+    for order in (graph.original_order, *(random_topological_order(graph, rng) for _ in range(2))):
+        for pp in (None, "all"):
+            assert estimate_footprint(graph, order, persistent_params=pp) == \
+                _footprint_from_specs(graph, order, DEFAULT_ALIGN_BYTES, pp)
