@@ -74,8 +74,8 @@ def _shuffled_order(g, rng):
 
 
 @pytest.mark.parametrize("name", ["llama_tp_sp_2d", "llama_fsdp", "mixtral_ep"])
-def test_shared_replay_equals_the_engine_to_the_bit(name):
-    """makespans() reads an order once for every scenario; each makespan is the engine's."""
+def test_scenario_makespans_are_the_engines(name):
+    """makespans() gives each scenario the engine's makespan, under random valid orders."""
     import random
 
     from commopt.estimators import resolve
@@ -92,7 +92,7 @@ def test_shared_replay_equals_the_engine_to_the_bit(name):
         assert makespans(g, order, lists) == [makespan_us(g, order, x) for x in lists]
 
 
-def test_shared_replay_refuses_a_wait_before_its_collective(graph_and_durations):
+def test_scenario_makespans_refuse_a_wait_before_its_collective(graph_and_durations):
     from commopt.errors import InvariantViolation
     from commopt.sim.robustness import makespans
 
