@@ -41,7 +41,7 @@ def step_durations(graph: Graph, durations_us: Sequence[float]) -> list[float]:
     nodes = graph.nodes
     if len(durations_us) != len(nodes):
         raise ValueError(f"{len(durations_us)} durations for a graph of {len(nodes)} nodes")
-    dur = [0.0 if zero else float(d) for zero, d in zip(_zero_time(graph), durations_us)]
+    dur = [0.0 if zero else float(d) for zero, d in zip(_zero_time(graph), durations_us, strict=True)]
     if dur and not (sum(dur) < math.inf and min(dur) >= 0.0):  # a NaN makes the sum NaN
         for i, d in enumerate(dur):
             if not 0.0 <= d < math.inf:  # also rejects NaN
