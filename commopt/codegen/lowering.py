@@ -5,8 +5,11 @@ graph's order, read by the script's small interpreter (``build_program`` in
 ``runner_template.py``), which serves both orders from the same table: the optimized order
 on the arenas and the original order on fresh tensors. A record starts with
 ``(node, name, kind, reads)``; ``reads`` are the nodes whose values it needs, from which the
-script frees each value after its last reader. Values inside arguments are tagged tuples
-(:data:`REF` and friends), so a real tuple can never be mistaken for a reference. What only
+script frees each value after its last reader. The script holds the table as JSON (parsing a
+100k-node table as Python source took 20 s; ``json.loads`` a fraction of one), so values inside
+arguments that JSON cannot spell are one-key objects (:data:`REF` and friends: a node's
+value, a dtype, a tuple, a dict argument...); every JSON object in an argument is such a
+tag, so nothing can be mistaken for a reference. What only
 the optimized order uses (which buffer a producer writes into, whether a collective copies
 its input in) is decided here by walking that order once.
 """
@@ -28,9 +31,9 @@ from commopt.ir.args import Symbol, iter_refs
 from commopt.ir.graph import DTYPE_BYTES, Graph, Node, NodeKind, Ref, TensorMeta
 from commopt.ir.sizes import has_data_dependent_output
 
-#: Tags of the tagged tuples inside arguments: a node's value, and values a literal cannot be.
-REF, DTYPE, DEVICE, LAYOUT, MEMORY_FORMAT, TUPLE, FLOAT = (
-    "v", "dtype", "device", "layout", "memory_format", "tuple", "float")
+#: Keys of the one-key objects inside arguments: a node's value, and values JSON cannot spell.
+REF, DTYPE, DEVICE, LAYOUT, MEMORY_FORMAT, TUPLE, DICT, FLOAT = (
+    "v", "dtype", "device", "layout", "memory_format", "tuple", "dict", "float")
 
 #: ``namespace.op.overload``, no dunder parts: the only op strings resolved for real.
 _OP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
@@ -126,43 +129,44 @@ class Lowering:
         return var
 
     def encode(self, node: Node, value: Any) -> Any:
-        """An argument value as record data: references and symbols become tagged tuples."""
+        """An argument value as record data: references, symbols, tuples and dicts become
+        one-key objects."""
         if isinstance(value, Ref):
-            return (REF, value.index)
+            return {REF: value.index}
         if isinstance(value, Symbol):
             return self.symbol(node, value)
         if isinstance(value, list):
             return [self.encode(node, v) for v in value]
         if isinstance(value, tuple):
-            return (TUPLE, [self.encode(node, v) for v in value])
+            return {TUPLE: [self.encode(node, v) for v in value]}
         if isinstance(value, dict):
             if not all(type(k) is str for k in value):
                 raise self.fail(node, "argument dictionaries need string keys", "args")
-            return {k: self.encode(node, v) for k, v in value.items()}
+            return {DICT: {k: self.encode(node, v) for k, v in value.items()}}
         if value is None or type(value) in (bool, int, str):
             return value
         if type(value) is float:
-            return value if math.isfinite(value) else (FLOAT, repr(value))
+            return value if math.isfinite(value) else {FLOAT: repr(value)}
         raise self.fail(node, f"argument of type {type(value).__name__} cannot be generated",
                         "args")
 
-    def symbol(self, node: Node, sym: Symbol) -> tuple:
+    def symbol(self, node: Node, sym: Symbol) -> dict:
         value = sym.value.removeprefix("torch.")
         if sym.kind == "dtype" and value in DTYPE_BYTES:
-            return (DTYPE, value)
+            return {DTYPE: value}
         if sym.kind == "device":
-            return (DEVICE,)
+            return {DEVICE: None}
         if sym.kind == "layout" and value in _LAYOUTS:
-            return (LAYOUT, value)
+            return {LAYOUT: value}
         if sym.kind == "memory_format" and value in _MEMORY_FORMATS:
-            return (MEMORY_FORMAT, value)
+            return {MEMORY_FORMAT: value}
         raise self.fail(node, f"unknown {sym.kind} {sym.value!r}", "args")
 
     def kwargs(self, node: Node) -> dict[str, Any]:
         """Keyword arguments by name (the device is always the runner's)."""
         if not all(type(k) is str for k in node.kwargs):
             raise self.fail(node, "keyword argument names must be strings", "kwargs")
-        return {k: (DEVICE,) if k == "device" else self.encode(node, v)
+        return {k: {DEVICE: None} if k == "device" else self.encode(node, v)
                 for k, v in node.kwargs.items()}
 
     def steps(self, order: list[int], slots: dict | None,
@@ -213,7 +217,7 @@ class Lowering:
             meta = node.outputs[0]
             check_tensor(self.graph, node, meta)
             if source.outputs and source.outputs[0].numel == meta.numel:
-                return ("reshape", (REF, node.alias_of), _shape(meta))
+                return ("reshape", {REF: node.alias_of}, _shape(meta))
         if not runnable(node):
             return ("emulated", *self.emulate(node))
         args, kwargs = [self.encode(node, a) for a in node.args], self.kwargs(node)
@@ -364,5 +368,5 @@ class Lowering:
     def wait(self, node: Node) -> tuple:
         coll = node.wait_of
         value = (self.encode(node, node.args[0]) if node.args
-                 else (REF, coll) if coll is not None else None)
+                 else {REF: coll} if coll is not None else None)
         return ("wait", coll, value)

@@ -2,13 +2,15 @@
 
 The template (``runner_template.py`` beside this module) is itself a valid Python script for
 a one-node graph; its marked sections (``# @@NAME@@`` ... ``# @@END NAME@@``) are replaced by
-the graph's header, data tables and step table. Every value pasted is the ``repr()`` of plain
-data (checked: :func:`check_data`), so the script's syntax does not depend on the graph.
+the graph's header, data tables and step table. Every value pasted is plain data (checked:
+:func:`check_data`) written with ``repr()`` or, for the tables that grow with the graph, as
+JSON in a raw string, so the script's syntax does not depend on the graph.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 from importlib import resources
@@ -51,8 +53,9 @@ def _fill(sections: dict[str, str]) -> str:
 
 def check_source(model: RunnerModel, filename: str, *, backend: str | None = None) -> None:
     """Check that the script parses without compiling its data tables: every table value is
-    checked to be plain data (:func:`check_data`), whose ``repr()`` is always valid Python,
-    and the script is compiled with its tables empty (the code, header and notes)."""
+    checked to be plain data (:func:`check_data`), whose ``repr()`` is always valid Python and
+    whose JSON (no single quote in it) cannot end its raw string, and the script is compiled
+    with its tables empty (the code, header and notes)."""
     for value in (model.steps, model.optimized_order, model.inputs, model.groups, model.buffers,
                   model.arenas, model.ops, model.persistent_params):
         check_data(_plain(value))
@@ -129,13 +132,20 @@ def _table(name: str, value: object) -> str:
     return f"{name} = {value!r}"
 
 
-def _order_table(name: str, order: list[int], per_line: int = 20) -> str:
-    """``NAME = [...]`` with ``per_line`` node indices a line."""
-    if not order:
+def _json(value: object) -> str:
+    """``value`` as JSON with no single quote (so it cannot end the raw string holding it)."""
+    return json.dumps(value).replace("'", "\\u0027")
+
+
+def _json_table(name: str, rows: list, per_line: int = 1) -> str:
+    """``NAME = json.loads(r'''[...]''')``, ``per_line`` rows a line: the tables that grow
+    with the graph are JSON, which ``json.loads`` reads in a fraction of the time the Python
+    parser takes for the same literal (20 s for a 100k-node step table)."""
+    if not rows:
         return f"{name} = []"
-    lines = ("    " + ", ".join(map(str, order[k:k + per_line])) + ","
-             for k in range(0, len(order), per_line))
-    return f"{name} = [\n" + "\n".join(lines) + "\n]"
+    lines = (", ".join(_json(r) for r in rows[k:k + per_line])
+             for k in range(0, len(rows), per_line))
+    return f"{name} = json.loads(r'''[\n    " + ",\n    ".join(lines) + "\n]''')"
 
 
 def _graph_data(model: RunnerModel, backend: str | None) -> str:
@@ -156,11 +166,11 @@ def _graph_data(model: RunnerModel, backend: str | None) -> str:
         "# dimension; each rank keeps the one it belongs to.",
         _table("GROUPS", groups),
         "# Graph inputs: (node, name, dtype, local shape per rank, role, state-dict key or None).",
-        _table("INPUTS", inputs),
+        _json_table("INPUTS", inputs),
         "# One arena per process group: (group variable, bytes).",
         _table("ARENAS", list(model.arenas)),
         "# Communication buffers: (variable, group variable, byte offset, dtype, shape).",
-        _table("BUFFERS", buffers),
+        _json_table("BUFFERS", buffers),
         "# Every operation the graph runs for real, resolved once at start-up: name -> overload.",
         _table("OPS", dict(model.ops)),
         "# Per iteration of the optimized order: tensors copied into buffers, and producers writing\n"
@@ -179,6 +189,6 @@ def _graph_data(model: RunnerModel, backend: str | None) -> str:
 
 def _steps(model: RunnerModel) -> str:
     """The step table (one record per node, the graph's order) and the optimized order."""
-    return (_table("STEPS", model.steps) + "\n"
+    return (_json_table("STEPS", model.steps) + "\n"
             + "# commopt's order: node indices (records of STEPS), run on the arenas.\n"
-            + _order_table("OPTIMIZED_ORDER", model.optimized_order) + "\n")
+            + _json_table("OPTIMIZED_ORDER", model.optimized_order, per_line=20) + "\n")

@@ -165,3 +165,12 @@ def template_module():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def script_table(source: str, name: str = "STEPS") -> list:
+    """A JSON table (``STEPS``, ``OPTIMIZED_ORDER``, ``INPUTS``, ``BUFFERS``) read back from a
+    generated script's text."""
+    import json
+
+    start = source.index(f"\n{name} = json.loads(r'''") + len(f"\n{name} = json.loads(r'''")
+    return json.loads(source[start:source.index("''')", start)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from commopt.buffers import plan_buffers
 from commopt.codegen import build_model, generate_runner, write_runner
 from commopt.errors import GraphError, OptionError
 from commopt.ir.builder import GraphBuilder
-from tests.codegen.conftest import TINY_REORDERED, tiny_graph
+from tests.codegen.conftest import TINY_REORDERED, script_table, tiny_graph
 from tests.codegen.hostile import EVIL, NAMES, hostile_graph
 
 RUFF = Path(sys.executable).parent / "ruff"
@@ -57,7 +58,7 @@ def test_same_bytes_under_another_hash_seed() -> None:
     here = generate_runner(g, TINY_REORDERED, plan_buffers(g, TINY_REORDERED))
     code = ("import sys; from commopt.buffers import plan_buffers; "
             "from commopt.codegen import generate_runner; "
-            "from tests.codegen.conftest import TINY_REORDERED, tiny_graph; g = tiny_graph(); "
+            "from tests.codegen.conftest import TINY_REORDERED, script_table, tiny_graph; g = tiny_graph(); "
             "sys.stdout.write(generate_runner(g, TINY_REORDERED, plan_buffers(g, TINY_REORDERED)))")
     repo = Path(__file__).resolve().parents[2]
     there = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
@@ -72,10 +73,11 @@ def test_one_table_serves_both_orders_and_names_every_node() -> None:
     # one record per node, in the graph's order, each on its own line starting with its name
     assert [r[:2] for r in model.steps] == [(n.index, n.name) for n in g.nodes]
     for r in model.steps:
-        assert f"    ({r[0]}, {r[1]!r}, {r[2]!r}," in source
+        assert f"    [{r[0]}, {json.dumps(r[1])}, {json.dumps(r[2])}, " in source
+    assert script_table(source) == json.loads(json.dumps(model.steps))
     # the optimized order is a list of those records' indices; the original is the table's own
     assert model.optimized_order == TINY_REORDERED
-    assert "OPTIMIZED_ORDER = [\n    0, 1, 2, 3, 6, 4, 5, 7, 8, 9, 10, 11,\n]" in source
+    assert script_table(source, "OPTIMIZED_ORDER") == [0, 1, 2, 3, 6, 4, 5, 7, 8, 9, 10, 11]
     # each record says what it reads: the script frees a value after its last reader
     assert record(model, "s")[3] == (g.index_of["emu"], g.index_of["z"])
     assert record(model, "ar_wait")[2:5] == ("wait", (g.index_of["ar"],), g.index_of["ar"])
@@ -180,8 +182,9 @@ def test_hostile_graph_compiles_lints_and_keeps_strings_inert(tmp_path: Path) ->
     assert not names & {"__import__", "system", "eval", "exec", "PWNED"}
     assert all(n.isidentifier() and n.isascii() for n in names)
     assert not _code_without_strings_and_comments(source).count("(os")
-    # the names themselves reach the script only as repr()'d literals (INPUTS, GROUPS)
-    assert repr(EVIL) in source and repr(NAMES[1]) in source
+    # the names reach the script only as quoted data: repr() (GROUPS) or JSON (STEPS, INPUTS)
+    names_in_table = {r[1] for r in script_table(source)}
+    assert EVIL in names_in_table and NAMES[1] in names_in_table
     model = build_model(g, order, None)
     assert [e.duration_us for e in model.emulated] == [5.0]
 
@@ -202,7 +205,7 @@ def test_view_without_a_call_reshapes_its_source_and_unknown_ops_are_emulated() 
     b.output([v])
     g = b.build()
     model = build_model(g, g.original_order)
-    assert record(model, "v")[2:] == ("reshape", (1,), ("v", 1), [32])
+    assert record(model, "v")[2:] == ("reshape", (1,), {"v": 1}, [32])
     assert record(model, "y")[2:] == ("emulated", (0,), 3.0, [("float32", [4, 8])], 0.25)
     assert [e.node for e in model.emulated] == [1]
 
@@ -240,9 +243,10 @@ def test_keyword_names_that_are_not_plain_identifiers_are_passed_as_a_dict(tmp_p
     b.output([x])
     source = generate_runner(b.build())
     assert ruff_check(tmp_path, source) == ""
-    line = next(ln for ln in source.splitlines() if "'aten_relu_default', " in ln)
-    assert line.strip() == (f"(1, 'y', 'op', (0,), 'aten_relu_default', [('v', 0)], "
-                            f"{{'from': 1, 'a b': {EVIL!r}, 'ok': 'text'}}),")
+    line = next(ln for ln in source.splitlines() if '"aten_relu_default", ' in ln)
+    record = json.loads(line.strip().rstrip(","))
+    assert record == [1, "y", "op", [0], "aten_relu_default", [{"v": 0}],
+                      {"from": 1, "a b": EVIL, "ok": "text"}]
 
 
 def test_a_slot_shared_by_collectives_sending_different_tensors_is_refused() -> None:

@@ -24,18 +24,18 @@ GROUPS = [
     ('g_0_dp', 'dp', 2, [[0, 1]]),
 ]
 # Graph inputs: (node, name, dtype, local shape per rank, role, state-dict key or None).
-INPUTS = [
-    (0, 'grad', 'bfloat16', [[8, 4]], 'user_input', None),
-]
+INPUTS = json.loads(r'''[
+    [0, "grad", "bfloat16", [[8, 4]], "user_input", null]
+]''')
 # One arena per process group: (group variable, bytes).
 ARENAS = [
     ('g_0_dp', 1024),
 ]
 # Communication buffers: (variable, group variable, byte offset, dtype, shape).
-BUFFERS = [
-    ('b_0_rs_input0', 'g_0_dp', 0, 'bfloat16', [8, 4]),
-    ('b_1_rs_output0', 'g_0_dp', 512, 'bfloat16', [4, 4]),
-]
+BUFFERS = json.loads(r'''[
+    ["b_0_rs_input0", "g_0_dp", 0, "bfloat16", [8, 4]],
+    ["b_1_rs_output0", "g_0_dp", 512, "bfloat16", [4, 4]]
+]''')
 # Every operation the graph runs for real, resolved once at start-up: name -> overload.
 OPS = {}
 # Per iteration of the optimized order: tensors copied into buffers, and producers writing
@@ -50,16 +50,16 @@ PERSISTENT_PARAMS = []
 PREDICTED_PEAK_BYTES = 1152
 # @@END GRAPH DATA@@
 # @@STEPS@@
-STEPS = [
-    (0, 'grad', 'input', ()),
-    (1, 'bwd', 'emulated', (0,), 40.0, [('bfloat16', [8, 4])], 0.25),
-    (2, 'rs', 'collective', (1,), 'reduce_scatter', 'g_0_dp', 'AVG', False, [(1, [8, 4], 'b_0_rs_input0', 'copy', 'b_1_rs_output0', 'bfloat16', [4, 4])], []),
-    (3, 'other', 'emulated', (0,), 25.0, [('bfloat16', [8, 4])], 0.5),
-    (4, 'rs_wait', 'wait', (2,), 2, ('v', 2)),
-    (5, 'out', 'output', (4, 3), [('v', 4), ('v', 3)]),
-]
+STEPS = json.loads(r'''[
+    [0, "grad", "input", []],
+    [1, "bwd", "emulated", [0], 40.0, [["bfloat16", [8, 4]]], 0.25],
+    [2, "rs", "collective", [1], "reduce_scatter", "g_0_dp", "AVG", false, [[1, [8, 4], "b_0_rs_input0", "copy", "b_1_rs_output0", "bfloat16", [4, 4]]], []],
+    [3, "other", "emulated", [0], 25.0, [["bfloat16", [8, 4]]], 0.5],
+    [4, "rs_wait", "wait", [2], 2, {"v": 2}],
+    [5, "out", "output", [4, 3], [{"v": 4}, {"v": 3}]]
+]''')
 # commopt's order: node indices (records of STEPS), run on the arenas.
-OPTIMIZED_ORDER = [
-    0, 1, 2, 3, 4, 5,
-]
+OPTIMIZED_ORDER = json.loads(r'''[
+    0, 1, 2, 3, 4, 5
+]''')
 # @@END STEPS@@

@@ -25,20 +25,20 @@ GROUPS = [
     ('g_0_0', '0', 2, [[0, 1]]),
 ]
 # Graph inputs: (node, name, dtype, local shape per rank, role, state-dict key or None).
-INPUTS = [
-    (0, 'x', 'float32', [[4, 8]], 'user_input', None),
-    (1, 'w', 'float32', [[8, 8]], 'parameter', None),
-]
+INPUTS = json.loads(r'''[
+    [0, "x", "float32", [[4, 8]], "user_input", null],
+    [1, "w", "float32", [[8, 8]], "parameter", null]
+]''')
 # One arena per process group: (group variable, bytes).
 ARENAS = [
     ('g_0_0', 2048),
 ]
 # Communication buffers: (variable, group variable, byte offset, dtype, shape).
-BUFFERS = [
-    ('b_1_ar_output0', 'g_0_0', 1024, 'float32', [4, 8]),
-    ('b_2_ag_input0', 'g_0_0', 0, 'float32', [4, 8]),
-    ('b_3_ag_output0', 'g_0_0', 1536, 'float32', [8, 8]),
-]
+BUFFERS = json.loads(r'''[
+    ["b_1_ar_output0", "g_0_0", 1024, "float32", [4, 8]],
+    ["b_2_ag_input0", "g_0_0", 0, "float32", [4, 8]],
+    ["b_3_ag_output0", "g_0_0", 1536, "float32", [8, 8]]
+]''')
 # Every operation the graph runs for real, resolved once at start-up: name -> overload.
 OPS = {
     'aten_mm_out': 'aten.mm.out',
@@ -59,22 +59,22 @@ PERSISTENT_PARAMS = []
 PREDICTED_PEAK_BYTES = 2816
 # @@END GRAPH DATA@@
 # @@STEPS@@
-STEPS = [
-    (0, 'x', 'input', ()),
-    (1, 'w', 'input', ()),
-    (2, 'y', 'op', (0, 1), 'aten_mm_default', [('v', 0), ('v', 1)], {}, ('out', 'b_2_ag_input0', 'aten_mm_out')),
-    (3, 'r', 'op', (2,), 'aten_relu_default', [('v', 2)], {}, ('out', 'b_1_ar_output0', 'aten_relu_out')),
-    (4, 'ar', 'collective', (3,), 'all_reduce', 'g_0_0', 'SUM', False, [(3, [4, 8], 'b_1_ar_output0', 'written', None, 'float32', [4, 8])], []),
-    (5, 'ag', 'collective', (2,), 'all_gather', 'g_0_0', None, False, [(2, [4, 8], 'b_2_ag_input0', 'written', 'b_3_ag_output0', 'float32', [8, 8])], []),
-    (6, 'z', 'op', (0,), 'aten_relu_default', [('v', 0)], {}),
-    (7, 'ar_wait', 'wait', (4,), 4, ('v', 4)),
-    (8, 'ag_wait', 'wait', (5,), 5, ('v', 5)),
-    (9, 'emu', 'emulated', (7,), 20.0, [('float32', [4, 8])], 0.375),
-    (10, 's', 'op', (9, 6), 'aten_add_Tensor', [('v', 9), ('v', 6)], {}),
-    (11, 'output', 'output', (10, 8), [('v', 10), ('v', 8)]),
-]
+STEPS = json.loads(r'''[
+    [0, "x", "input", []],
+    [1, "w", "input", []],
+    [2, "y", "op", [0, 1], "aten_mm_default", [{"v": 0}, {"v": 1}], {}, ["out", "b_2_ag_input0", "aten_mm_out"]],
+    [3, "r", "op", [2], "aten_relu_default", [{"v": 2}], {}, ["out", "b_1_ar_output0", "aten_relu_out"]],
+    [4, "ar", "collective", [3], "all_reduce", "g_0_0", "SUM", false, [[3, [4, 8], "b_1_ar_output0", "written", null, "float32", [4, 8]]], []],
+    [5, "ag", "collective", [2], "all_gather", "g_0_0", null, false, [[2, [4, 8], "b_2_ag_input0", "written", "b_3_ag_output0", "float32", [8, 8]]], []],
+    [6, "z", "op", [0], "aten_relu_default", [{"v": 0}], {}],
+    [7, "ar_wait", "wait", [4], 4, {"v": 4}],
+    [8, "ag_wait", "wait", [5], 5, {"v": 5}],
+    [9, "emu", "emulated", [7], 20.0, [["float32", [4, 8]]], 0.375],
+    [10, "s", "op", [9, 6], "aten_add_Tensor", [{"v": 9}, {"v": 6}], {}],
+    [11, "output", "output", [10, 8], [{"v": 10}, {"v": 8}]]
+]''')
 # commopt's order: node indices (records of STEPS), run on the arenas.
-OPTIMIZED_ORDER = [
-    0, 1, 2, 3, 6, 4, 5, 7, 8, 9, 10, 11,
-]
+OPTIMIZED_ORDER = json.loads(r'''[
+    0, 1, 2, 3, 6, 4, 5, 7, 8, 9, 10, 11
+]''')
 # @@END STEPS@@

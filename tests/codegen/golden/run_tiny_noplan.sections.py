@@ -24,10 +24,10 @@ GROUPS = [
     ('g_0_0', '0', 2, [[0, 1]]),
 ]
 # Graph inputs: (node, name, dtype, local shape per rank, role, state-dict key or None).
-INPUTS = [
-    (0, 'x', 'float32', [[4, 8]], 'user_input', None),
-    (1, 'w', 'float32', [[8, 8]], 'parameter', None),
-]
+INPUTS = json.loads(r'''[
+    [0, "x", "float32", [[4, 8]], "user_input", null],
+    [1, "w", "float32", [[8, 8]], "parameter", null]
+]''')
 # One arena per process group: (group variable, bytes).
 ARENAS = []
 # Communication buffers: (variable, group variable, byte offset, dtype, shape).
@@ -50,22 +50,22 @@ PERSISTENT_PARAMS = []
 PREDICTED_PEAK_BYTES = 1152
 # @@END GRAPH DATA@@
 # @@STEPS@@
-STEPS = [
-    (0, 'x', 'input', ()),
-    (1, 'w', 'input', ()),
-    (2, 'y', 'op', (0, 1), 'aten_mm_default', [('v', 0), ('v', 1)], {}),
-    (3, 'r', 'op', (2,), 'aten_relu_default', [('v', 2)], {}),
-    (4, 'ar', 'collective', (3,), 'all_reduce', 'g_0_0', 'SUM', False, [(3, [4, 8], None, None, None, 'float32', [4, 8])], []),
-    (5, 'ag', 'collective', (2,), 'all_gather', 'g_0_0', None, False, [(2, [4, 8], None, None, None, 'float32', [8, 8])], []),
-    (6, 'z', 'op', (0,), 'aten_relu_default', [('v', 0)], {}),
-    (7, 'ar_wait', 'wait', (4,), 4, ('v', 4)),
-    (8, 'ag_wait', 'wait', (5,), 5, ('v', 5)),
-    (9, 'emu', 'emulated', (7,), 20.0, [('float32', [4, 8])], 0.375),
-    (10, 's', 'op', (9, 6), 'aten_add_Tensor', [('v', 9), ('v', 6)], {}),
-    (11, 'output', 'output', (10, 8), [('v', 10), ('v', 8)]),
-]
+STEPS = json.loads(r'''[
+    [0, "x", "input", []],
+    [1, "w", "input", []],
+    [2, "y", "op", [0, 1], "aten_mm_default", [{"v": 0}, {"v": 1}], {}],
+    [3, "r", "op", [2], "aten_relu_default", [{"v": 2}], {}],
+    [4, "ar", "collective", [3], "all_reduce", "g_0_0", "SUM", false, [[3, [4, 8], null, null, null, "float32", [4, 8]]], []],
+    [5, "ag", "collective", [2], "all_gather", "g_0_0", null, false, [[2, [4, 8], null, null, null, "float32", [8, 8]]], []],
+    [6, "z", "op", [0], "aten_relu_default", [{"v": 0}], {}],
+    [7, "ar_wait", "wait", [4], 4, {"v": 4}],
+    [8, "ag_wait", "wait", [5], 5, {"v": 5}],
+    [9, "emu", "emulated", [7], 20.0, [["float32", [4, 8]]], 0.375],
+    [10, "s", "op", [9, 6], "aten_add_Tensor", [{"v": 9}, {"v": 6}], {}],
+    [11, "output", "output", [10, 8], [{"v": 10}, {"v": 8}]]
+]''')
 # commopt's order: node indices (records of STEPS), run on the arenas.
-OPTIMIZED_ORDER = [
-    0, 1, 2, 3, 6, 4, 5, 7, 8, 9, 10, 11,
-]
+OPTIMIZED_ORDER = json.loads(r'''[
+    0, 1, 2, 3, 6, 4, 5, 7, 8, 9, 10, 11
+]''')
 # @@END STEPS@@
