@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import cache
 from typing import Any
 
 from commopt.codegen.names import clean
@@ -51,9 +52,12 @@ COPY, WRITTEN, SHARED, PERSISTENT, IN_PLACE = "copy", "written", "shared", "pers
 
 def runnable(node: Node) -> bool:
     """Whether the node's op is an operator we resolve and call (else it is emulated)."""
-    if not _OP_NAME.match(node.op) or any(p.startswith("__") for p in node.op.split(".")):
-        return False
-    return bool(node.args or node.kwargs or not node.inputs)
+    return _resolvable(node.op) and bool(node.args or node.kwargs or not node.inputs)
+
+
+@cache
+def _resolvable(op: str) -> bool:
+    return bool(_OP_NAME.match(op)) and not any(p.startswith("__") for p in op.split("."))
 
 
 def collective_sources(node: Node) -> list[int]:
@@ -110,6 +114,13 @@ class Lowering:
         self.written_slots: set[str] = set()
         self.filled: set[str] = set()
         self.used_buffers: set[str] = set()
+        self.checked: set[TensorMeta] = set()  # tensors checked once (shapes repeat per layer)
+
+    def check(self, node: Node, meta: TensorMeta) -> None:
+        """:func:`check_tensor`, once per distinct tensor description."""
+        if meta not in self.checked:
+            check_tensor(self.graph, node, meta)
+            self.checked.add(meta)
 
     def fail(self, node: Node, message: str, field: str | None = None) -> GraphError:
         return GraphError(message, file=self.graph.source_path, node=node.name, field=field)
@@ -215,7 +226,7 @@ class Lowering:
                 and len(node.outputs) == 1:
             source = self.graph.nodes[node.alias_of]
             meta = node.outputs[0]
-            check_tensor(self.graph, node, meta)
+            self.check(node, meta)
             if source.outputs and source.outputs[0].numel == meta.numel:
                 return ("reshape", {REF: node.alias_of}, _shape(meta))
         if not runnable(node):
@@ -235,7 +246,7 @@ class Lowering:
     def emulate(self, node: Node) -> tuple:
         """An emulated node's busy wait: (microseconds, outputs as (dtype, shape), fill value)."""
         for meta in node.outputs:
-            check_tensor(self.graph, node, meta)
+            self.check(node, meta)
         duration = node.duration_us or 0.0
         if not math.isfinite(duration) or duration < 0:
             raise self.fail(node, f"duration_us must be finite and >= 0, got {node.duration_us!r}",
@@ -278,9 +289,9 @@ class Lowering:
         if not src_node.outputs:
             raise self.fail(node, f"input {src_node.name!r} has no tensor", "args")
         src_meta = src_node.outputs[0]
-        check_tensor(self.graph, src_node, src_meta)
+        self.check(src_node, src_meta)
         out_meta = self.out_meta(node, k, src_meta)
-        check_tensor(self.graph, node, out_meta)
+        self.check(node, out_meta)
         shape = None if self.runtime_sized_output(node, k, s) else _shape(out_meta)
         fresh = (s, _shape(src_meta), None, None, None, out_meta.dtype, shape)
         if node.collective.in_place:
