@@ -414,7 +414,8 @@ class Program:
     """One order of STEPS made ready to run (see :func:`build_program`)."""
 
     def __init__(self, rt, on_arenas: bool) -> None:
-        self.rt = rt
+        self.rt = rt  # while building only: see build_program
+        self.works = rt.works  # node -> Work handles of collectives in flight
         self.on_arenas = on_arenas
         self.base = [None] * len(STEPS)  # node slots, then constants and temporaries
         self.entries = []
@@ -516,6 +517,10 @@ def build_program(rt, order, on_arenas: bool) -> Program:
         else:
             raise RunnerError(f"node {record[1]!r}: unknown step kind {kind!r}")
     free_after_last_use(program, order)
+    # No reference back to rt: a cycle would keep the process groups alive past
+    # destroy_process_group until the interpreter exits, where gloo aborts ("terminate called
+    # without an active exception"; seen in 4 of about 20 two-rank runs before this line).
+    program.rt = None
     return program
 
 
@@ -543,7 +548,7 @@ def run_program(program: Program, inputs: dict):
     env = program.base.copy()
     for node, name in program.inputs:
         env[node] = inputs[name]
-    program.rt.works.clear()
+    program.works.clear()
     get = env.__getitem__
     for call, slots, kwargs, out, frees in program.entries:
         if kwargs is None:
@@ -613,7 +618,7 @@ def add_wait(program: Program, record) -> None:
         program.add(node, lambda v: v, [value])
         return
     _c, _n, _k, _r, _type, group_var, reduce_op, coalesced, *_rest = STEPS[coll]
-    works = program.rt.works
+    works = program.works
     divisor = program.rt.group_sizes[group_var] if reduce_op == "AVG" else None
 
     def wait(collective_value, value):
@@ -632,7 +637,7 @@ def add_wait(program: Program, record) -> None:
 def add_collective(program: Program, record) -> None:
     node, _name, _kind, _reads, ctype, group_var, reduce_op, coalesced, tensors, extra = record
     rt = program.rt
-    group, works = getattr(rt.groups, group_var), rt.works
+    group, works = getattr(rt.groups, group_var), program.works
     if ctype == "barrier":
         def barrier():
             works[node] = [dist.barrier(group=group, async_op=True)]
