@@ -5,8 +5,9 @@ Synthetic FSDP stacks (:func:`commopt.synth.graph_with_nodes`) saved as JSON gra
 wall time and CPU time (user + system) of the process, its peak resident memory (``wait4``),
 each stage's share of the wall time (the stage lines ``-v`` prints; "other" is start-up,
 imports and what no stage covers), and each output's size from ``manifest.json``. Then the
-generated runner: how long generating it took (its stage), and how long importing it takes in
-a fresh interpreter (compiling and executing the module body, torch already imported).
+generated runner: how long generating it took (its stage), its bytes per node, and how long
+importing it takes in a fresh interpreter (compiling the fixed code and reading its JSON
+tables, torch already imported).
 
 On a shared 2-core machine wall time includes time spent waiting for a core; CPU time is
 what the command itself used. 1M nodes run only with ``BENCH_SCALE_1M=1`` (generating and
@@ -189,7 +190,8 @@ def run(quick: bool) -> str:
             if kind is not None:
                 by_kind[kind] = size
         files.append([r["nodes"], *(_mb(v) for v in by_kind.values())])
-        runner.append([r["nodes"], f"{stages.get('runner', 0.0):.2f}", _mb(by_kind["runner"]),
+        per_node = f"{by_kind['runner'] / r['nodes']:.0f}" if isinstance(by_kind["runner"], int) else "-"
+        runner.append([r["nodes"], f"{stages.get('runner', 0.0):.2f}", _mb(by_kind["runner"]), per_node,
                        f"{r['import']:.2f}" if isinstance(r.get("import"), float) else r.get("import", "-")])
     parts = [
         "## The whole optimize command at scale\n",
@@ -206,9 +208,10 @@ def run(quick: bool) -> str:
         table(["nodes", *(c for _, c in STAGES), "other"], shares),
         "\nEach output's size in MB.\n",
         table(["nodes", "graph", "plan", "runner", "report.html", "trace.json", "summary"], files),
-        "\nThe runner: generating it (its stage), its size, and importing it in a fresh "
+        "\nThe runner: generating it (its stage), its size (and bytes per node: the step table "
+        "holds one record per node, the code is fixed), and importing it in a fresh "
         "interpreter (compile and module body, torch already imported), in seconds.\n",
-        table(["nodes", "generate s", "script MB", "import s"], runner),
+        table(["nodes", "generate s", "script MB", "bytes / node", "import s"], runner),
         "\nHost time per step: corpus graphs with tiny tensors (hidden 64, sequence 16) on gloo "
         "ranks of this CPU machine, median microseconds per step (slowest rank): the generated "
         "runner (commopt's order on its arenas, `--iters 30`) against "
