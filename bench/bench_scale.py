@@ -107,9 +107,11 @@ def _measure(nodes: int, tmp: Path, env: dict[str, str]) -> dict[str, object]:
 HOST_GRAPHS = ["llama_tp_L8", "llama_fsdp"]
 
 
-def _exported_step_us(rank: int, world: int, path: str, iters: int, warmup: int) -> float:
-    """Median microseconds of one call of the archive's graph module on this gloo rank
-    (``run_gloo`` body; the test harness's loader, the archive's example inputs)."""
+def _exported_step_us(rank: int, world: int, path: str, iters: int,
+                      warmup: int) -> tuple[float, float]:
+    """Median microseconds of one call of the archive's graph module on this gloo rank, wall
+    and this thread's CPU time (``run_gloo`` body; the test harness's loader, the archive's
+    example inputs)."""
     import statistics
 
     import torch
@@ -120,15 +122,16 @@ def _exported_step_us(rank: int, world: int, path: str, iters: int, warmup: int)
     mapping = recreate_groups(read_groups_record(path))
     ep = torch.export.load(path)
     gm, inputs = rename_groups(ep, mapping), flat_inputs(ep)
-    times = []
+    times, cpu = [], []
     with torch.no_grad():
         for k in range(warmup + iters):
             dist.barrier()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             gm(*inputs)
             if k >= warmup:
                 times.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(times)
+                cpu.append((time.thread_time() - c0) * 1e6)
+    return statistics.median(times), statistics.median(cpu)
 
 
 def _host_rows(tmp: Path, env: dict[str, str], iters: int = 30, warmup: int = 5) -> list[list[object]]:
@@ -149,13 +152,18 @@ def _host_rows(tmp: Path, env: dict[str, str], iters: int = 30, warmup: int = 5)
                "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", str(script),
                "--backend", "gloo", "--iters", str(iters), "--warmup", str(warmup), "--out", str(res)]
         proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=900)
-        runner_us = (json.loads(res.read_text(encoding="utf-8"))["median_us"]
-                     if proc.returncode == 0 else "failed: " + proc.stderr.strip()[-80:])
-        exported_us = max(run_gloo(_exported_step_us, world, str(path), iters, warmup))
+        result_doc = json.loads(res.read_text(encoding="utf-8")) if proc.returncode == 0 else None
+        runner_us = (result_doc["median_us"] if result_doc
+                     else "failed: " + proc.stderr.strip()[-80:])
+        runner_cpu = result_doc.get("host_cpu_median_us") if result_doc else None
+        exported = run_gloo(_exported_step_us, world, str(path), iters, warmup)
+        exported_us, exported_cpu = max(w for w, _ in exported), max(c for _, c in exported)
         rows.append([name, len(result.graph), world,
                      f"{runner_us:.0f}" if isinstance(runner_us, float) else runner_us,
                      f"{exported_us:.0f}",
-                     f"{exported_us / runner_us:.2f}" if isinstance(runner_us, float) else "-"])
+                     f"{exported_us / runner_us:.2f}" if isinstance(runner_us, float) else "-",
+                     f"{runner_cpu:.0f}" if runner_cpu else "-", f"{exported_cpu:.0f}",
+                     f"{exported_cpu / runner_cpu:.2f}" if runner_cpu else "-"])
     return rows
 
 
@@ -216,7 +224,11 @@ def run(quick: bool) -> str:
         "ranks of this CPU machine, median microseconds per step (slowest rank): the generated "
         "runner (commopt's order on its arenas, `--iters 30`) against "
         "`torch.export.load(...)`'s graph module called with the archive's example inputs "
-        "(original order, fresh tensors). Both include the collectives.\n",
-        table(["graph", "nodes", "ranks", "runner us", "exported us", "exported / runner"], host),
+        "(original order, fresh tensors). Both include the collectives. Wall time includes "
+        "waiting for the peer rank's collectives (on this shared machine, most of the step and "
+        "most of its noise); host CPU is the main thread's CPU time per step (`thread_time`), "
+        "the host's own share.\n",
+        table(["graph", "nodes", "ranks", "runner us", "exported us", "exported / runner",
+               "runner host CPU us", "exported host CPU us", "exported / runner CPU"], host),
     ]
     return "\n".join(parts) + "\n"

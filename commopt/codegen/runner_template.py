@@ -805,11 +805,14 @@ def time_iterations(rt, inputs, args) -> tuple[list[float], list[float] | None]:
         torch.cuda.synchronize()
         times_us = [[start.elapsed_time(end) * 1000.0 for start, end in pairs] for pairs in events]
     else:
+        rt.host_cpu_us = []  # this thread's CPU time per optimized step: the host's share
         for _ in range(args.iters):
-            for step, out in zip(steps, times_us, strict=True):
-                t0 = time.perf_counter()
+            for k, (step, out) in enumerate(zip(steps, times_us, strict=True)):
+                t0, c0 = time.perf_counter(), time.thread_time()
                 step()
                 out.append((time.perf_counter() - t0) * 1e6)
+                if k == 0:
+                    rt.host_cpu_us.append((time.thread_time() - c0) * 1e6)
     return times_us[0], (times_us[1] if args.compare else None)
 
 
@@ -911,8 +914,10 @@ def measure_memory(rt, inputs) -> None:
 
 def write_results(rt, times_us: list[float], original_us: list[float] | None, args) -> None:
     """Gather every rank's timings; rank 0 prints the median and writes --out."""
+    cpu = getattr(rt, "host_cpu_us", None)
     mine = {"rank": rt.rank, "times_us": times_us,
-            "median_us": statistics.median(times_us) if times_us else None}
+            "median_us": statistics.median(times_us) if times_us else None,
+            "host_cpu_median_us": statistics.median(cpu) if cpu else None}
     if original_us is not None:
         mine["original_times_us"] = original_us
         mine["original_median_us"] = statistics.median(original_us) if original_us else None
@@ -932,6 +937,8 @@ def write_results(rt, times_us: list[float], original_us: list[float] | None, ar
                   "device": rt.device.type, "buffer_mode": rt.buffer_mode,
                   "cuda_graph": bool(args.cuda_graph), "iters": args.iters,
                   "warmup": args.warmup, "median_us": slowest, "original_median_us": original,
+                  "host_cpu_median_us": max((r["host_cpu_median_us"] or 0.0 for r in every),
+                                            default=None) if cpu else None,
                   "speedup": original / slowest if original and slowest else None,
                   "copies_per_iter": COPIES_PER_ITER, "zero_copy_per_iter": ZERO_COPY_PER_ITER,
                   "persistent_params": len(PERSISTENT_PARAMS),
