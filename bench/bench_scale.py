@@ -5,8 +5,9 @@ Synthetic FSDP stacks (:func:`commopt.synth.graph_with_nodes`) saved as JSON gra
 wall time and CPU time (user + system) of the process, its peak resident memory (``wait4``),
 each stage's share of the wall time (the stage lines ``-v`` prints; "other" is start-up,
 imports and what no stage covers), and each output's size from ``manifest.json``. Then the
-generated runner: how long generating it took (its stage), and how long importing it takes in
-a fresh interpreter (compiling and executing the module body, torch already imported).
+generated runner: how long generating it took (its stage), its bytes per node, and how long
+importing it takes in a fresh interpreter (compiling the fixed code and reading its JSON
+tables, torch already imported).
 
 On a shared 2-core machine wall time includes time spent waiting for a core; CPU time is
 what the command itself used. 1M nodes run only with ``BENCH_SCALE_1M=1`` (generating and
@@ -106,9 +107,11 @@ def _measure(nodes: int, tmp: Path, env: dict[str, str]) -> dict[str, object]:
 HOST_GRAPHS = ["llama_tp_L8", "llama_fsdp"]
 
 
-def _exported_step_us(rank: int, world: int, path: str, iters: int, warmup: int) -> float:
-    """Median microseconds of one call of the archive's graph module on this gloo rank
-    (``run_gloo`` body; the test harness's loader, the archive's example inputs)."""
+def _exported_step_us(rank: int, world: int, path: str, iters: int,
+                      warmup: int) -> tuple[float, float]:
+    """Median microseconds of one call of the archive's graph module on this gloo rank, wall
+    and this thread's CPU time (``run_gloo`` body; the test harness's loader, the archive's
+    example inputs)."""
     import statistics
 
     import torch
@@ -119,15 +122,16 @@ def _exported_step_us(rank: int, world: int, path: str, iters: int, warmup: int)
     mapping = recreate_groups(read_groups_record(path))
     ep = torch.export.load(path)
     gm, inputs = rename_groups(ep, mapping), flat_inputs(ep)
-    times = []
+    times, cpu = [], []
     with torch.no_grad():
         for k in range(warmup + iters):
             dist.barrier()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             gm(*inputs)
             if k >= warmup:
                 times.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(times)
+                cpu.append((time.thread_time() - c0) * 1e6)
+    return statistics.median(times), statistics.median(cpu)
 
 
 def _host_rows(tmp: Path, env: dict[str, str], iters: int = 30, warmup: int = 5) -> list[list[object]]:
@@ -148,13 +152,18 @@ def _host_rows(tmp: Path, env: dict[str, str], iters: int = 30, warmup: int = 5)
                "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", str(script),
                "--backend", "gloo", "--iters", str(iters), "--warmup", str(warmup), "--out", str(res)]
         proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=900)
-        runner_us = (json.loads(res.read_text(encoding="utf-8"))["median_us"]
-                     if proc.returncode == 0 else "failed: " + proc.stderr.strip()[-80:])
-        exported_us = max(run_gloo(_exported_step_us, world, str(path), iters, warmup))
+        result_doc = json.loads(res.read_text(encoding="utf-8")) if proc.returncode == 0 else None
+        runner_us = (result_doc["median_us"] if result_doc
+                     else "failed: " + proc.stderr.strip()[-80:])
+        runner_cpu = result_doc.get("host_cpu_median_us") if result_doc else None
+        exported = run_gloo(_exported_step_us, world, str(path), iters, warmup)
+        exported_us, exported_cpu = max(w for w, _ in exported), max(c for _, c in exported)
         rows.append([name, len(result.graph), world,
                      f"{runner_us:.0f}" if isinstance(runner_us, float) else runner_us,
                      f"{exported_us:.0f}",
-                     f"{exported_us / runner_us:.2f}" if isinstance(runner_us, float) else "-"])
+                     f"{exported_us / runner_us:.2f}" if isinstance(runner_us, float) else "-",
+                     f"{runner_cpu:.0f}" if runner_cpu else "-", f"{exported_cpu:.0f}",
+                     f"{exported_cpu / runner_cpu:.2f}" if runner_cpu else "-"])
     return rows
 
 
@@ -189,7 +198,8 @@ def run(quick: bool) -> str:
             if kind is not None:
                 by_kind[kind] = size
         files.append([r["nodes"], *(_mb(v) for v in by_kind.values())])
-        runner.append([r["nodes"], f"{stages.get('runner', 0.0):.2f}", _mb(by_kind["runner"]),
+        per_node = f"{by_kind['runner'] / r['nodes']:.0f}" if isinstance(by_kind["runner"], int) else "-"
+        runner.append([r["nodes"], f"{stages.get('runner', 0.0):.2f}", _mb(by_kind["runner"]), per_node,
                        f"{r['import']:.2f}" if isinstance(r.get("import"), float) else r.get("import", "-")])
     parts = [
         "## The whole optimize command at scale\n",
@@ -206,14 +216,19 @@ def run(quick: bool) -> str:
         table(["nodes", *(c for _, c in STAGES), "other"], shares),
         "\nEach output's size in MB.\n",
         table(["nodes", "graph", "plan", "runner", "report.html", "trace.json", "summary"], files),
-        "\nThe runner: generating it (its stage), its size, and importing it in a fresh "
+        "\nThe runner: generating it (its stage), its size (and bytes per node: the step table "
+        "holds one record per node, the code is fixed), and importing it in a fresh "
         "interpreter (compile and module body, torch already imported), in seconds.\n",
-        table(["nodes", "generate s", "script MB", "import s"], runner),
+        table(["nodes", "generate s", "script MB", "bytes / node", "import s"], runner),
         "\nHost time per step: corpus graphs with tiny tensors (hidden 64, sequence 16) on gloo "
         "ranks of this CPU machine, median microseconds per step (slowest rank): the generated "
         "runner (commopt's order on its arenas, `--iters 30`) against "
         "`torch.export.load(...)`'s graph module called with the archive's example inputs "
-        "(original order, fresh tensors). Both include the collectives.\n",
-        table(["graph", "nodes", "ranks", "runner us", "exported us", "exported / runner"], host),
+        "(original order, fresh tensors). Both include the collectives. Wall time includes "
+        "waiting for the peer rank's collectives (on this shared machine, most of the step and "
+        "most of its noise); host CPU is the main thread's CPU time per step (`thread_time`), "
+        "the host's own share.\n",
+        table(["graph", "nodes", "ranks", "runner us", "exported us", "exported / runner",
+               "runner host CPU us", "exported host CPU us", "exported / runner CPU"], host),
     ]
     return "\n".join(parts) + "\n"

@@ -1,13 +1,14 @@
 """The generated torchrun runner script: one standalone Python file per graph.
 
-    source = generate_runner(graph, order, plan)     # a str, compiled before it is returned
+    source = generate_runner(graph, order, plan)     # a str, checked before it is returned
     write_runner(graph, order, plan, "out/run_model.py")
 
 The script needs only torch. It sets up once (process groups from the graph's metadata,
 arenas from the buffer plan, operations resolved, the plan digest compared across ranks) and
 then runs the graph in ``order`` with collectives on the arenas; ``--verify`` compares with
-the original order on fresh tensors. See ``runner_template.py`` for the script's shape and
-options.
+the original order on fresh tensors. The graph is a table of step records, one per node
+(``STEPS``), run by a small loop in either order; see ``runner_template.py`` for the
+script's shape, the record format and the options.
 
 Inputs: random by default (seeded by ``--seed`` and the rank, each rank's own local shape),
 or ``--inputs FILE.pt``: a ``torch.save``'d dict from input name (a .pt2 placeholder name,
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from commopt.codegen.model import RunnerModel, build_model
-from commopt.codegen.render import render
+from commopt.codegen.render import check_source, render
 from commopt.ir.graph import Graph
 
 __all__ = [
@@ -44,22 +45,8 @@ def generate(graph: Graph, order: list[int] | None = None, plan: Any = None, *,
 
         raise OptionError(f"backend must be 'nccl' or 'gloo', not {backend!r}", field="backend")
     model = build_model(graph, list(graph.original_order if order is None else order), plan)
-    source = render(model, backend=backend)
-    _check_compiles(model, source, runner_filename(graph), backend)
-    return model, source
-
-
-def _check_compiles(model: RunnerModel, source: str, filename: str, backend: str | None) -> None:
-    """Compile the runner in pieces (:func:`commopt.codegen.render.syntax_pieces`); when a
-    piece fails, compile the whole script so the error names its real line."""
-    from commopt.codegen.render import syntax_pieces
-
-    for piece in syntax_pieces(model, backend=backend):
-        try:
-            compile(piece, filename, "exec")
-        except SyntaxError:
-            compile(source, filename, "exec")
-            raise
+    check_source(model, runner_filename(graph), backend=backend)
+    return model, render(model, backend=backend)
 
 
 def generate_runner(graph: Graph, order: list[int] | None = None, plan: Any = None, *,
@@ -69,9 +56,9 @@ def generate_runner(graph: Graph, order: list[int] | None = None, plan: Any = No
     ``order`` defaults to the original order; ``plan`` is a
     :class:`commopt.schemas.buffer_plan.BufferPlan` made for that order (None: no arenas, every
     collective gets fresh tensors). ``backend`` ('nccl' or 'gloo') fixes the script's default
-    backend; otherwise it picks nccl when CUDA is present. The source is compiled before it is
-    returned (in pieces, :func:`commopt.codegen.render.syntax_pieces`), so a bug here cannot
-    produce a script that does not parse.
+    backend; otherwise it picks nccl when CUDA is present. The source is checked before it is
+    returned (:func:`commopt.codegen.render.check_source`: its code compiled, its tables
+    checked to be plain data), so a bug here cannot produce a script that does not parse.
     """
     return generate(graph, order, plan, backend=backend)[1]
 

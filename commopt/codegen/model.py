@@ -2,10 +2,10 @@
 
 Everything graph-specific that the script needs is decided here, once, and checked: group
 rank sets, input shapes per rank, arena sizes and buffer offsets (:mod:`.slots`), which
-producers write straight into their buffers (:mod:`.zero_copy`), and the statements of the two
-step functions (:mod:`.lowering`: the optimized order on the arenas, the original order on
-fresh tensors). :mod:`commopt.codegen.render` only pastes these values into the template
-(:mod:`.spec` holds the types).
+producers write straight into their buffers (:mod:`.zero_copy`), and the step record of every
+node (:mod:`.lowering`), which the script runs in the optimized order on the arenas and in the
+original order on fresh tensors. :mod:`commopt.codegen.render` only pastes these values into
+the template (:mod:`.spec` holds the types).
 """
 
 from __future__ import annotations
@@ -32,21 +32,19 @@ def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel
     _check_order(graph, order)
     groups = _group_specs(graph)
     group_var = {g.name: g.var for g in groups}
-    value_var = [identifier("n", n.index, n.name) for n in graph.nodes]
     arenas, buffers, slots, digest, persistent = plan_tables(graph, order, plan, group_var)
     ops: dict[str, str] = {}
     emulated: list[EmulatedSpec] = []
     notes: list[str] = []
-    lowering = Lowering(graph, value_var, group_var, ops, emulated, notes)
+    lowering = Lowering(graph, group_var, ops, emulated)
     targets = zero_copy_targets(graph, slots, {i: p for p, i in enumerate(order)})
-    optimized = lowering.body(order, slots, targets)
+    steps = lowering.steps(order, slots, targets)
     copies, zero_copy = lowering.copies, lowering.zero_copy
     copy_bytes, persistent_reads = lowering.copy_bytes, lowering.persistent_reads
     if persistent:
         notes.append(f"{len(persistent)} parameter(s) live in the arena (copied in once when the "
                      f"inputs are loaded): {persistent_reads} copy-in(s) per step saved")
-    used = set(lowering.used_buffers)
-    original = lowering.body(graph.original_order, None)
+    used = lowering.used_buffers
     if lowering.runtime_sized:
         notes.append(f"{len(lowering.runtime_sized)} collective(s) with data-dependent sizes get "
                      "fresh tensors sized when the step runs (from its own split sizes), not "
@@ -64,13 +62,13 @@ def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel
         world_size=_world_size(graph),
         plan_digest=digest,
         groups=groups,
-        inputs=_input_specs(graph, value_var),
+        inputs=_input_specs(graph),
         arenas=arenas,
         buffers=buffers,
         ops=ops,
         emulated=emulated,
-        optimized=optimized,
-        original=original,
+        steps=steps,
+        optimized_order=list(order),
         copies_per_iter=copies,
         copy_bytes_per_iter=copy_bytes,
         zero_copy_per_iter=zero_copy,
@@ -152,7 +150,7 @@ def _rank_sets(graph: Graph, name: str, size: int, ranks: tuple[int, ...] | None
         "give them with --groups or --mesh", file=graph.source_path, field="process_groups")
 
 
-def _input_specs(graph: Graph, value_var: list[str]) -> list[InputSpec]:
+def _input_specs(graph: Graph) -> list[InputSpec]:
     specs = []
     world = _world_size(graph)
     for node in graph.nodes:
@@ -165,7 +163,7 @@ def _input_specs(graph: Graph, value_var: list[str]) -> list[InputSpec]:
         check_tensor(graph, node, meta)
         shapes = _shapes_per_rank(graph, meta, world)
         target = node.attrs.get("target")
-        specs.append(InputSpec(value_var[node.index], node.name, meta.dtype, shapes,
+        specs.append(InputSpec(node.index, node.name, meta.dtype, shapes,
                                str(node.attrs.get("role", "user_input")),
                                target if isinstance(target, str) and target != node.name else None))
     return specs

@@ -2,15 +2,17 @@
 
 The template (``runner_template.py`` beside this module) is itself a valid Python script for
 a one-node graph; its marked sections (``# @@NAME@@`` ... ``# @@END NAME@@``) are replaced by
-the graph's header, data tables and step functions. Every value pasted is a ``repr()`` of a
-plain Python value or a line built by the model from checked identifiers.
+the graph's header, data tables and step table. Every value pasted is plain data (checked:
+:func:`check_data`) written with ``repr()`` or, for the tables that grow with the graph, as
+JSON in a raw string, so the script's syntax does not depend on the graph.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import re
-from collections.abc import Iterator
 from importlib import resources
 
 from commopt.codegen.model import RunnerModel
@@ -27,16 +29,16 @@ def template_text() -> str:
 def generated_sections(model: RunnerModel, *, backend: str | None = None) -> dict[str, str]:
     """The parts of the script that depend on the graph, by template section name; the rest
     of the script is the template as it stands."""
-    return {
-        "HEADER": _header(model),
-        "GRAPH DATA": _graph_data(model, backend),
-        "STEPS": _steps(model),
-    }
+    return {"HEADER": _header(model), "GRAPH DATA": _graph_data(model, backend),
+            "STEPS": _steps(model)}
 
 
 def render(model: RunnerModel, *, backend: str | None = None) -> str:
     """The runner script's source for ``model`` (``backend``: the default backend, or None)."""
-    sections = generated_sections(model, backend=backend)
+    return _fill(generated_sections(model, backend=backend))
+
+
+def _fill(sections: dict[str, str]) -> str:
     found: list[str] = []
 
     def fill(match: re.Match[str]) -> str:
@@ -49,31 +51,51 @@ def render(model: RunnerModel, *, backend: str | None = None) -> str:
     return text
 
 
-#: Statements per piece in :func:`syntax_pieces`: small enough that compiling a piece takes
-#: little memory (compiling a 100k-node runner whole took 1.7 GB), large enough to be few.
-SYNTAX_CHUNK_STATEMENTS = 4096
-#: Lines that continue the statement above them at the same indentation.
-_CONTINUES = ("else", "elif", "except", "finally", ")", "]", "}")
+def check_source(model: RunnerModel, filename: str, *, backend: str | None = None) -> None:
+    """Check that the script parses without compiling its data tables: every table value is
+    checked to be plain data (:func:`check_data`), whose ``repr()`` is always valid Python and
+    whose JSON (no single quote in it) cannot end its raw string, and the script is compiled
+    with its tables empty (the code, header and notes)."""
+    for value in (model.steps, model.optimized_order, model.inputs, model.groups, model.buffers,
+                  model.arenas, model.ops, model.persistent_params):
+        check_data(_plain(value))
+    empty = dataclasses.replace(model, steps=[], optimized_order=[], inputs=[], groups=[],
+                                buffers=[], arenas=[], ops={}, persistent_params=[])
+    compile(render(empty, backend=backend), filename, "exec")
 
 
-def syntax_pieces(model: RunnerModel, *, backend: str | None = None) -> Iterator[str]:
-    """The runner's source as pieces to compile one at a time: the script with empty step
-    functions, then each step's statements in chunks, each wrapped in a function.
+#: Exactly these types may appear in a table (subclasses such as IntEnum or numpy scalars
+#: may repr() as something that is not a Python literal).
+_SCALARS = (str, int, bool, type(None))
 
-    The script is those pieces pasted together at statement boundaries, so they compile
-    when it does; compiling them one by one checks the script without holding the syntax
-    tree of a 100,000-statement function.
-    """
-    yield render(dataclasses.replace(model, optimized=[], original=[]), backend=backend)
-    for body in (model.optimized, model.original):
-        start = 0
-        while start < len(body):
-            end = min(len(body), start + SYNTAX_CHUNK_STATEMENTS)
-            while end < len(body) and (body[end][:1].isspace() or body[end].startswith(_CONTINUES)
-                                       or not body[end]):
-                end += 1  # never cut inside a compound statement
-            yield "def _step(rt, inputs):\n" + "".join(f"    {line}\n" for line in body[start:end])
-            start = end
+
+def check_data(value: object) -> None:
+    """Raise AssertionError unless ``value`` is plain data: str, int, bool, None, finite float,
+    and lists, tuples and str-keyed dicts of those."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t in _SCALARS:
+            continue
+        if t is float:
+            if not math.isfinite(v):
+                raise AssertionError(f"non-finite float {v!r} in the runner's data")
+        elif t is list or t is tuple:
+            stack.extend(v)
+        elif t is dict:
+            if not all(type(k) is str for k in v):
+                raise AssertionError("a dict with non-string keys in the runner's data")
+            stack.extend(v.values())
+        else:
+            raise AssertionError(f"{t.__name__} value in the runner's data: {v!r:.80}")
+
+
+def _plain(value: object) -> object:
+    """Spec dataclasses as tuples of their fields (the rest unchanged)."""
+    if isinstance(value, list):
+        return [dataclasses.astuple(v) if dataclasses.is_dataclass(v) else v for v in value]
+    return value
 
 
 def _header(model: RunnerModel) -> str:
@@ -110,15 +132,29 @@ def _table(name: str, value: object) -> str:
     return f"{name} = {value!r}"
 
 
+def _json(value: object) -> str:
+    """``value`` as JSON with no single quote (so it cannot end the raw string holding it)."""
+    return json.dumps(value).replace("'", "\\u0027")
+
+
+def _json_table(name: str, rows: list, per_line: int = 1) -> str:
+    """``NAME = json.loads(r'''[...]''')``, ``per_line`` rows a line: the tables that grow
+    with the graph are JSON, which ``json.loads`` reads in a fraction of the time the Python
+    parser takes for the same literal (20 s for a 100k-node step table)."""
+    if not rows:
+        return f"{name} = []"
+    lines = (", ".join(_json(r) for r in rows[k:k + per_line])
+             for k in range(0, len(rows), per_line))
+    return f"{name} = json.loads(r'''[\n    " + ",\n    ".join(lines) + "\n]''')"
+
+
 def _graph_data(model: RunnerModel, backend: str | None) -> str:
     groups = [(g.var, g.name, g.size,
                [list(s) for s in g.rank_sets] if g.rank_sets is not None else None)
               for g in model.groups]
-    inputs = [(i.var, i.name, i.dtype, [list(s) for s in i.shapes], i.role, i.key)
+    inputs = [(i.node, i.name, i.dtype, [list(s) for s in i.shapes], i.role, i.key)
               for i in model.inputs]
     buffers = [(b.var, b.group_var, b.offset_bytes, b.dtype, list(b.shape)) for b in model.buffers]
-    emulated = [(e.var, e.duration_us, [(dt, list(sh)) for dt, sh in e.outputs], e.fill)
-                for e in model.emulated]
     parts = [
         _table("GRAPH_NAME", model.graph_name),
         _table("WORLD_SIZE", model.world_size),
@@ -129,17 +165,14 @@ def _graph_data(model: RunnerModel, backend: str | None) -> str:
         "# for the whole world). A group defined along a mesh dimension lists every rank set of that\n"
         "# dimension; each rank keeps the one it belongs to.",
         _table("GROUPS", groups),
-        "# Graph inputs: (variable, name, dtype, local shape per rank, role, state-dict key or None).",
-        _table("INPUTS", inputs),
+        "# Graph inputs: (node, name, dtype, local shape per rank, role, state-dict key or None).",
+        _json_table("INPUTS", inputs),
         "# One arena per process group: (group variable, bytes).",
         _table("ARENAS", list(model.arenas)),
         "# Communication buffers: (variable, group variable, byte offset, dtype, shape).",
-        _table("BUFFERS", buffers),
-        "# Every operation the graph runs for real, resolved once at start-up: variable -> overload.",
+        _json_table("BUFFERS", buffers),
+        "# Every operation the graph runs for real, resolved once at start-up: name -> overload.",
         _table("OPS", dict(model.ops)),
-        "# Nodes without a runnable operation, emulated by a busy wait of their duration:\n"
-        "# (variable, microseconds, outputs as (dtype, shape), fill value).",
-        _table("EMULATED", emulated),
         "# Per iteration of the optimized order: tensors copied into buffers, and producers writing\n"
         "# straight into them (zero-copy).",
         _table("COPIES_PER_ITER", model.copies_per_iter),
@@ -154,62 +187,8 @@ def _graph_data(model: RunnerModel, backend: str | None) -> str:
     return "\n".join(parts) + "\n"
 
 
-_PROLOGUE = (
-    ("ops", "rt.ops"),
-    ("views", "rt.views"),
-    ("groups", "rt.groups"),
-    ("emulated", "rt.emulated"),
-    ("emulate", "rt.emulate"),
-    ("device", "rt.device"),
-)
-
-
-_STRING = re.compile(r"'(?:[^'\\\n]|\\.)*'" + r'|"(?:[^"\\\n]|\\.)*"')
-_NAME_READ = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\b(?!\s*=(?!=))")
-
-
-def _free_names(source: str) -> set[str]:
-    """Names read in generated ``source``: not attributes, keyword names or assignment targets.
-
-    Generated lines hold string literals only as ``repr()`` output (one line, escaped), so
-    removing them and then comments leaves code alone; linear, unlike :mod:`tokenize`.
-    """
-    code = _STRING.sub("''", source)
-    code = re.sub(r"#[^\n]*", "", code)
-    return set(_NAME_READ.findall(code))
-
-
-def _function(name: str, doc: list[str], body: list[str]) -> str:
-    text = "\n".join(body)
-    lines = [f"def {name}(rt, inputs):"]
-    if len(doc) == 1:
-        lines.append(f'    """{doc[0]}"""')
-    else:
-        lines.append(f'    """{doc[0]}')
-        lines.append("")
-        lines.extend(f"    {d}" if d else "" for d in doc[1:])
-        lines.append('    """')
-    used = _free_names(text)
-    for local, source in _PROLOGUE:
-        if local in used:
-            lines.append(f"    {local} = {source}")
-    if "works" in used:
-        lines.append("    works = {}  # node index -> Work handles of collectives in flight")
-    lines.extend(f"    {line}" for line in body)
-    return "\n".join(lines) + "\n"
-
-
 def _steps(model: RunnerModel) -> str:
-    optimized = _function(
-        "run_optimized",
-        ["One step in commopt's optimized order: the hot loop, launches only.",
-         "Collectives run asynchronously on their arena buffers and are waited where the graph",
-         "waits; copies into buffers and producers writing into them are marked."],
-        model.optimized,
-    )
-    original = _function(
-        "run_original",
-        ["One step in the graph's original order on fresh tensors: the reference for --verify."],
-        model.original,
-    )
-    return optimized + "\n\n" + original
+    """The step table (one record per node, the graph's order) and the optimized order."""
+    return (_json_table("STEPS", model.steps) + "\n"
+            + "# commopt's order: node indices (records of STEPS), run on the arenas.\n"
+            + _json_table("OPTIMIZED_ORDER", model.optimized_order, per_line=20) + "\n")

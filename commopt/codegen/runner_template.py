@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import operator
 import os
 import statistics
 import sys
@@ -28,17 +29,16 @@ DEFAULT_BACKEND = None
 # for the whole world). A group defined along a mesh dimension lists every rank set of that
 # dimension; each rank keeps the one it belongs to.
 GROUPS = [("g_0_0", "0", 1, None)]
-# Graph inputs: (variable, name, dtype, local shape per rank, role, state-dict key or None).
-INPUTS = [("n_0_x", "x", "float32", [[2, 2]], "user_input", None)]
+# Graph inputs: (node, name, dtype, local shape per rank, role, state-dict key or None).
+INPUTS = json.loads(r'''[
+    [0, "x", "float32", [[2, 2]], "user_input", null]
+]''')
 # One arena per process group: (group variable, bytes).
 ARENAS = []
 # Communication buffers: (variable, group variable, byte offset, dtype, shape).
 BUFFERS = []
-# Every operation the graph runs for real, resolved once at start-up: variable -> overload.
+# Every operation the graph runs for real, resolved once at start-up: name -> overload.
 OPS = {"aten_relu_default": "aten.relu.default"}
-# Nodes without a runnable operation, emulated by a busy wait of their duration:
-# (variable, microseconds, outputs as (dtype, shape), fill value).
-EMULATED = []
 # Per iteration of the optimized order: tensors copied into buffers, and producers writing
 # straight into them (zero-copy).
 COPIES_PER_ITER = 0
@@ -144,7 +144,8 @@ def init_world(args) -> SimpleNamespace:
         if owns_world:
             dist.init_process_group("gloo")
     rt = SimpleNamespace(rank=rank, world=world, local_rank=local_rank, backend=backend,
-                         device=device, buffer_mode="none", owns_world=owns_world)
+                         device=device, buffer_mode="none", owns_world=owns_world, works={},
+                         optimized=None, original=None)
     if WORLD_SIZE is not None and world != WORLD_SIZE:
         raise RunnerError(f"the graph was made for {WORLD_SIZE} ranks, this run has {world}: "
                           f"start it with --nproc-per-node/--nnodes giving {WORLD_SIZE}")
@@ -250,9 +251,10 @@ def allocate_buffers(rt, mode: str) -> None:
 
 
 def resolve_ops(rt) -> None:
-    """Look every operation up once: torch.ops.<namespace>.<op>.<overload>."""
-    rt.ops = SimpleNamespace()
-    for var, qualified in OPS.items():
+    """Look every operation up once: torch.ops.<namespace>.<op>.<overload>. The program calls
+    the overload's C++ entry point (``_op``), which is what calling the overload does."""
+    rt.ops = {}
+    for name, qualified in OPS.items():
         target = torch.ops
         try:
             for part in qualified.split("."):
@@ -262,19 +264,23 @@ def resolve_ops(rt) -> None:
                               f"({torch.__version__})") from None
         if not isinstance(target, torch._ops.OpOverload):
             raise RunnerError(f"{qualified!r} is not an operator overload")
-        setattr(rt.ops, var, target)
+        rt.ops[name] = getattr(target, "_op", target)
 
 
 def make_emulated(rt) -> None:
-    """Outputs of emulated nodes, allocated once, and the busy wait standing in for them."""
-    rt.emulated = SimpleNamespace()
-    for var, _duration_us, outputs, fill in EMULATED:
+    """Outputs of emulated nodes (``'emulated'`` steps), allocated once, and the busy wait
+    standing in for them."""
+    rt.emulated = {}
+    for node, _name, kind, _reads, *rest in STEPS:
+        if kind != "emulated":
+            continue
+        _duration_us, outputs, fill = rest
         values = []
         for dtype, shape in outputs:
             dt = DTYPES[dtype]
             value = fill if dt.is_floating_point or dt.is_complex else round(fill * 8)
             values.append(torch.full(shape, value, dtype=dt, device=rt.device))
-        setattr(rt.emulated, var, values[0] if len(values) == 1 else tuple(values) or None)
+        rt.emulated[node] = values[0] if len(values) == 1 else tuple(values) or None
     if rt.device.type == "cuda":
         props = torch.cuda.get_device_properties(rt.device)
         cycles_per_us = getattr(props, "clock_rate", 1_500_000) / 1000.0
@@ -287,8 +293,8 @@ def make_emulated(rt) -> None:
             while time.perf_counter() < end:
                 pass
     rt.emulate = emulate
-    if EMULATED:
-        log(rt, f"{len(EMULATED)} node(s) emulated by a timed busy wait")
+    if rt.emulated:
+        log(rt, f"{len(rt.emulated)} node(s) emulated by a timed busy wait")
 
 
 def make_inputs(rt, args) -> dict:
@@ -343,19 +349,377 @@ def place_persistent_params(rt, inputs: dict) -> None:
 
 
 # ====================================================================== steps
+# STEPS holds one record per node, in the graph's order (record k is node k), found by the
+# node's name; OPTIMIZED_ORDER lists the node indices in commopt's order. Both are JSON (read
+# in a fraction of the time Python parses the same literal). Every record starts
+# [node, name, kind, reads]: `reads` are the nodes whose values it needs -- each value is
+# dropped after its last reader in the order being run (as `del` would), except the outputs.
+# Inside arguments every JSON object has one key: {"v": k} is node k's value; {"dtype":
+# "float32"}, {"device": null}, {"layout": ...}, {"memory_format": ...}, {"tuple": [...]},
+# {"dict": {...}} and {"float": "nan"} are values JSON cannot spell; anything else is itself.
+# The kinds and their remaining fields:
+#   input       -                         the input of that name (--inputs, or random)
+#   op          op, args, kwargs[, into]  OPS[op](*args, **kwargs); `into` (optimized order):
+#               ("out", buffer, out_op) calls the .out overload writing into its buffer,
+#               ("copy_", buffer) casts by copying into it (zero-copy producers)
+#   getitem     value, index              value[index]
+#   scalar      function, args            SCALARS[function](*args): size arithmetic
+#   reshape     value, shape              a view without a call: value.reshape(shape)
+#   emulated    us, outputs, fill         busy-wait us microseconds; outputs filled once
+#   collective  type, group, reduce_op, coalesced, tensors, extra
+#               launched asynchronously; one (source, source shape, input buffer, how,
+#               output buffer, dtype, shape) per tensor. In the optimized order `how` says
+#               how the input reaches its buffer: "copy" (copied in), "written" (its
+#               producer wrote there), "shared" (another collective copied it this step),
+#               "persistent" (a parameter living there), "in_place"; a shape None is sized
+#               when the step runs (data-dependent). The original order uses fresh tensors.
+#               extra: broadcast [root rank in group], all_to_all [out splits, in splits]
+#   wait        collective, value         waits for the collective (its first wait), gives value
+#   output      values                    the step's outputs
 # @@STEPS@@
+STEPS = json.loads(r'''[
+    [0, "x", "input", []],
+    [1, "y", "op", [0], "aten_relu_default", [{"v": 0}], {}],
+    [2, "output", "output", [1], [{"v": 1}]]
+]''')
+# commopt's order: node indices (records of STEPS), run on the arenas.
+OPTIMIZED_ORDER = json.loads(r'''[
+    0, 1, 2
+]''')
+# @@END STEPS@@
+
+# ====================================================================== the step program
+# build_program turns STEPS, for one order, into a flat list of entries
+#     (call, slots, kwargs, out, frees)
+# and run_program runs them: env[out] = call(*[env[s] for s in slots], **kwargs), then
+# env[j] = None for j in frees. `env` holds one slot per node (its value), then constants and
+# temporaries (nested argument lists, built by their own entry just before their reader).
+# Everything else is decided once, here: ops resolved, buffer views and copies chosen,
+# constants decoded, each value's last reader found.
+SCALARS = {name: getattr(operator, name) for name in (
+    "add", "sub", "mul", "floordiv", "mod", "truediv", "pow", "ge", "gt", "le", "lt", "eq",
+    "ne", "and_", "or_", "xor", "lshift", "rshift", "neg", "pos", "not_", "abs", "invert")}
+SCALARS.update(max=max, min=min, float=float, int=int, sum=sum)
+
+
+def pack_list(*values):
+    return list(values)
+
+
+def pack_tuple(*values):
+    return values
+
+
+class Program:
+    """One order of STEPS made ready to run (see :func:`build_program`)."""
+
+    def __init__(self, rt, on_arenas: bool) -> None:
+        self.rt = rt  # while building only: see build_program
+        self.works = rt.works  # node -> Work handles of collectives in flight
+        self.on_arenas = on_arenas
+        self.base = [None] * len(STEPS)  # node slots, then constants and temporaries
+        self.entries = []
+        self.entry_of = {}  # node -> index of the entry computing its value
+        self.inputs = []  # (node, input name)
+        self.output = None
+
+    def constant(self, value) -> int:
+        self.base.append(value)
+        return len(self.base) - 1
+
+    def decode(self, value):
+        """A constant argument as the value it stands for (no references inside)."""
+        if isinstance(value, dict):
+            (tag, inner), = value.items()
+            if tag == "dtype":
+                return DTYPES[inner]
+            if tag == "device":
+                return self.rt.device
+            if tag in ("layout", "memory_format"):
+                return getattr(torch, inner)
+            if tag == "tuple":
+                return tuple(self.decode(v) for v in inner)
+            if tag == "dict":
+                return {k: self.decode(v) for k, v in inner.items()}
+            if tag == "float":
+                return float(inner)
+            raise RunnerError(f"unknown argument tag {tag!r}")
+        if isinstance(value, list):
+            return [self.decode(v) for v in value]
+        return value
+
+    def slot(self, value, temps: list) -> int:
+        """The env slot holding an argument: a node's, a constant's, or a temporary built by
+        an entry added now (its slot appended to ``temps``, freed after the reader)."""
+        if isinstance(value, dict) and "v" in value:
+            return value["v"]
+        if not has_reference(value):
+            return self.constant(self.decode(value))
+        if isinstance(value, list):
+            call, items = pack_list, value
+        elif "tuple" in value:
+            call, items = pack_tuple, value["tuple"]
+        else:  # {"dict": {...}}
+            names = tuple(value["dict"])
+            call, items = (lambda *v: dict(zip(names, v, strict=True))), list(value["dict"].values())
+        slots = [self.slot(v, temps) for v in items]
+        out = self.constant(None)
+        self.entries.append((call, slots, None, out, ()))
+        temps.append(out)
+        return out
+
+    def add(self, node, call, args, kwargs=None, fixed=None) -> None:
+        """An entry computing node's value: ``call(*args, **kwargs, **fixed)`` on encoded
+        arguments (``fixed``: keyword values already made, such as an ``out=`` buffer)."""
+        temps = []
+        slots = [self.slot(a, temps) for a in args]
+        fixed = fixed or {}
+        if kwargs and has_reference(list(kwargs.values())):  # keyword values computed by the step
+            names, positional, fn = tuple(kwargs), len(slots), call
+            slots += [self.slot(v, temps) for v in kwargs.values()]
+
+            def call(*v):
+                return fn(*v[:positional], **dict(zip(names, v[positional:], strict=True)), **fixed)
+
+            kwargs = None
+        else:
+            kwargs = {**{k: self.decode(v) for k, v in (kwargs or {}).items()}, **fixed} or None
+        self.entry_of[node] = len(self.entries)
+        self.entries.append((call, slots, kwargs, node, temps))
+
+
+def has_reference(value) -> bool:
+    """Whether an encoded argument contains a node's value."""
+    if isinstance(value, dict):
+        return "v" in value or ("tuple" in value and has_reference(value["tuple"])) or (
+            "dict" in value and has_reference(list(value["dict"].values())))
+    if isinstance(value, list):
+        return any(has_reference(v) for v in value)
+    return False
+
+
+def build_program(rt, order, on_arenas: bool) -> Program:
+    """``order`` (node indices) of STEPS as a program: on the arenas (the optimized order's
+    buffers, copies and zero-copy producers) or on fresh tensors (the reference)."""
+    program = Program(rt, on_arenas)
+    for i in order:
+        record = STEPS[i]
+        node, kind = record[0], record[2]
+        if node != i:
+            raise RunnerError(f"STEPS record {i} is for node {node}: the table is out of order")
+        if kind == "input":
+            program.inputs.append((node, record[1]))
+        elif kind == "output":
+            program.add(node, pack_list, record[4])
+            program.output = node
+        elif kind in STEP_KINDS:
+            STEP_KINDS[kind](program, record)
+        else:
+            raise RunnerError(f"node {record[1]!r}: unknown step kind {kind!r}")
+    free_after_last_use(program, order)
+    # No reference back to rt: a cycle would keep the process groups alive past
+    # destroy_process_group until the interpreter exits, where gloo aborts ("terminate called
+    # without an active exception"; seen in 4 of about 20 two-rank runs before this line).
+    program.rt = None
+    return program
+
+
+def free_after_last_use(program: Program, order) -> None:
+    """Add to each entry the node values last read there (values nobody reads: their own
+    entry), so a step holds a tensor no longer than the straight-line program would. The
+    outputs are kept."""
+    last = {}
+    for i in order:
+        for j in STEPS[i][3]:
+            last[j] = i
+    for j in program.entry_of:
+        last.setdefault(j, j)
+    frees = {}
+    for j, reader in last.items():
+        if reader in program.entry_of and reader != program.output:
+            frees.setdefault(program.entry_of[reader], []).append(j)
+    for k, extra in frees.items():
+        call, slots, kwargs, out, temps = program.entries[k]
+        program.entries[k] = (call, slots, kwargs, out, (*temps, *sorted(extra)))
+
+
+def run_program(program: Program, inputs: dict):
+    """Run one step: the hot loop, launches only. Returns the step's outputs."""
+    env = program.base.copy()
+    for node, name in program.inputs:
+        env[node] = inputs[name]
+    program.works.clear()
+    get = env.__getitem__
+    for call, slots, kwargs, out, frees in program.entries:
+        if kwargs is None:
+            env[out] = call(*map(get, slots))
+        else:
+            env[out] = call(*map(get, slots), **kwargs)
+        for j in frees:
+            env[j] = None
+    return env[program.output] if program.output is not None else []
+
+
 def run_optimized(rt, inputs):
-    """The optimized order."""
-    ops = rt.ops
-    n_0_x = inputs["x"]
-    n_1_y = ops.aten_relu_default(n_0_x)
-    return [n_1_y]
+    """One step in commopt's optimized order, on the arenas."""
+    if rt.optimized is None:
+        rt.optimized = build_program(rt, OPTIMIZED_ORDER, on_arenas=True)
+    return run_program(rt.optimized, inputs)
 
 
 def run_original(rt, inputs):
-    """The original order."""
-    return run_optimized(rt, inputs)
-# @@END STEPS@@
+    """One step in the graph's original order on fresh tensors: the reference for --verify."""
+    if rt.original is None:
+        rt.original = build_program(rt, range(len(STEPS)), on_arenas=False)
+    return run_program(rt.original, inputs)
+
+
+# ---------------------------------------------------------------------- step kinds
+def add_op(program: Program, record) -> None:
+    node, _name, _kind, _reads, op, args, kwargs, *into = record
+    rt = program.rt
+    if into and program.on_arenas:
+        how, buffer, *out_op = into[0]
+        view = getattr(rt.views, buffer)
+        if how == "copy_":  # a dtype cast: the copy into the buffer casts
+            program.add(node, view.copy_, args[:1])
+        else:
+            program.add(node, rt.ops[out_op[0]], args, kwargs, fixed={"out": view})
+        return
+    program.add(node, rt.ops[op], args, kwargs)
+
+
+def add_getitem(program: Program, record) -> None:
+    program.add(record[0], operator.getitem, [record[4], record[5]])
+
+
+def add_scalar(program: Program, record) -> None:
+    program.add(record[0], SCALARS[record[4]], record[5])
+
+
+def add_reshape(program: Program, record) -> None:
+    program.add(record[0], torch.Tensor.reshape, [record[4], record[5]])
+
+
+def add_emulated(program: Program, record) -> None:
+    node, duration_us = record[0], record[4]
+    emulate, value = program.rt.emulate, program.rt.emulated[node]
+
+    def emulated():
+        emulate(duration_us)
+        return value
+
+    program.add(node, emulated, [])
+
+
+def add_wait(program: Program, record) -> None:
+    node, _name, _kind, _reads, coll, value = record
+    if coll is None:
+        program.add(node, lambda v: v, [value])
+        return
+    _c, _n, _k, _r, _type, group_var, reduce_op, coalesced, *_rest = STEPS[coll]
+    works = program.works
+    divisor = program.rt.group_sizes[group_var] if reduce_op == "AVG" else None
+
+    def wait(collective_value, value):
+        handles = works.pop(coll, None)
+        if handles is not None:  # the collective's first wait
+            for work in handles:
+                work.wait()
+            if divisor is not None:  # avg: summed, divided here
+                for v in collective_value if coalesced else (collective_value,):
+                    v.div_(divisor)
+        return value
+
+    program.add(node, wait, [{"v": coll}, value])
+
+
+def add_collective(program: Program, record) -> None:
+    node, _name, _kind, _reads, ctype, group_var, reduce_op, coalesced, tensors, extra = record
+    rt = program.rt
+    group, works = getattr(rt.groups, group_var), program.works
+    if ctype == "barrier":
+        def barrier():
+            works[node] = [dist.barrier(group=group, async_op=True)]
+
+        program.add(node, barrier, [])
+        return
+    launchers = [tensor_launcher(program, ctype, group_var, reduce_op, t) for t in tensors]
+    n = len(launchers)
+
+    def issue(*values):
+        extra_values, handles, outs = values[n:], [], []
+        for launch, src in zip(launchers, values[:n], strict=True):
+            work, out = launch(src, extra_values)
+            handles.append(work)
+            outs.append(out)
+        works[node] = handles
+        return outs if coalesced else outs[0]
+
+    program.add(node, issue, [*({"v": t[0]} for t in tensors), *extra])
+
+
+def tensor_launcher(program: Program, ctype, group_var, reduce_op, tensor):
+    """``launch(source, extra) -> (work, output)`` for one tensor of a collective."""
+    _src, src_shape, in_buffer, how, out_buffer, dtype, shape = tensor
+    rt = program.rt
+    group, size = getattr(rt.groups, group_var), rt.group_sizes[group_var]
+    device, dt = rt.device, DTYPES[dtype]
+    op = getattr(dist.ReduceOp, "SUM" if reduce_op in (None, "AVG") else reduce_op)
+    on_buffer = program.on_arenas and in_buffer is not None and how != "in_place"
+    view = getattr(rt.views, in_buffer) if on_buffer else None
+    if view is not None and list(view.shape) != list(src_shape):
+        view = view.view(src_shape)
+    copy_in = on_buffer and how == "copy"
+    out_view = getattr(rt.views, out_buffer) if program.on_arenas and out_buffer else None
+
+    def sent(src):
+        if how == "in_place":
+            return src
+        if view is None:
+            return src.clone() if ctype in ("all_reduce", "broadcast") else src.contiguous()
+        if copy_in:
+            view.copy_(src)
+        return view
+
+    def received(src, sent_tensor, extra):
+        if ctype in ("all_reduce", "broadcast") or how == "in_place":
+            return sent_tensor
+        if out_view is not None:
+            return out_view
+        return torch.empty(shape if shape is not None else runtime_shape(ctype, src, size, extra),
+                           dtype=dt, device=device)
+
+    def launch(src, extra):
+        inp = sent(src)
+        out = received(src, inp, extra)
+        if ctype == "all_reduce":
+            return dist.all_reduce(out, op=op, group=group, async_op=True), out
+        if ctype == "broadcast":
+            return dist.broadcast(out, group_src=extra[0], group=group, async_op=True), out
+        if ctype == "all_gather":
+            return ALL_GATHER(out, inp, group=group, async_op=True), out
+        if ctype == "reduce_scatter":
+            return REDUCE_SCATTER(out, inp, op=op, group=group, async_op=True), out
+        return dist.all_to_all_single(out, inp, extra[0], extra[1], group=group,
+                                      async_op=True), out
+
+    return launch
+
+
+def runtime_shape(ctype, src, size, extra) -> list:
+    """A collective's output shape when it depends on the step's values (data-dependent split
+    sizes): from the tensor it sends and its split sizes, never from an assumed size."""
+    if ctype == "all_to_all":
+        return [sum(extra[0]), *src.shape[1:]] if extra[0] is not None else list(src.shape)
+    if ctype == "all_gather":
+        return [src.shape[0] * size, *src.shape[1:]]
+    return [src.shape[0] // size, *src.shape[1:]]
+
+
+STEP_KINDS = {"op": add_op, "getitem": add_getitem, "scalar": add_scalar,
+              "reshape": add_reshape, "emulated": add_emulated, "wait": add_wait,
+              "collective": add_collective}
 
 
 # ====================================================================== execution
@@ -441,11 +805,14 @@ def time_iterations(rt, inputs, args) -> tuple[list[float], list[float] | None]:
         torch.cuda.synchronize()
         times_us = [[start.elapsed_time(end) * 1000.0 for start, end in pairs] for pairs in events]
     else:
+        rt.host_cpu_us = []  # this thread's CPU time per optimized step: the host's share
         for _ in range(args.iters):
-            for step, out in zip(steps, times_us, strict=True):
-                t0 = time.perf_counter()
+            for k, (step, out) in enumerate(zip(steps, times_us, strict=True)):
+                t0, c0 = time.perf_counter(), time.thread_time()
                 step()
                 out.append((time.perf_counter() - t0) * 1e6)
+                if k == 0:
+                    rt.host_cpu_us.append((time.thread_time() - c0) * 1e6)
     return times_us[0], (times_us[1] if args.compare else None)
 
 
@@ -568,8 +935,10 @@ def measure_memory(rt, inputs) -> None:
 
 def write_results(rt, times_us: list[float], original_us: list[float] | None, args) -> None:
     """Gather every rank's timings; rank 0 prints the median and writes --out."""
+    cpu = getattr(rt, "host_cpu_us", None)
     mine = {"rank": rt.rank, "times_us": times_us,
-            "median_us": statistics.median(times_us) if times_us else None}
+            "median_us": statistics.median(times_us) if times_us else None,
+            "host_cpu_median_us": statistics.median(cpu) if cpu else None}
     if original_us is not None:
         mine["original_times_us"] = original_us
         mine["original_median_us"] = statistics.median(original_us) if original_us else None
@@ -589,6 +958,8 @@ def write_results(rt, times_us: list[float], original_us: list[float] | None, ar
                   "device": rt.device.type, "buffer_mode": rt.buffer_mode,
                   "cuda_graph": bool(args.cuda_graph), "iters": args.iters,
                   "warmup": args.warmup, "median_us": slowest, "original_median_us": original,
+                  "host_cpu_median_us": max((r["host_cpu_median_us"] or 0.0 for r in every),
+                                            default=None) if cpu else None,
                   "speedup": original / slowest if original and slowest else None,
                   "copies_per_iter": COPIES_PER_ITER, "zero_copy_per_iter": ZERO_COPY_PER_ITER,
                   "persistent_params": len(PERSISTENT_PARAMS),

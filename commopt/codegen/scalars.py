@@ -2,28 +2,31 @@
 
 torch.export writes the arithmetic on data-dependent sizes (``u2 + u3``, the range checks
 ``u0 >= 0`` its ``_assert_scalar`` nodes test) as ``operator.*`` / ``torch.sym_*`` nodes. They
-have no aten schema, so they are not resolved as ops: each becomes the Python expression it
-stands for, evaluated on the values the step computed (``.item()`` results), so every size
-the runner uses is the real one of this step, never an assumed one.
+have no aten schema, so they are not resolved as ops: each becomes a ``'scalar'`` step calling
+the Python function it stands for (the script's ``SCALARS`` table: ``operator`` functions and
+builtins), on the values the step computed (``.item()`` results), so every size the runner
+uses is the real one of this step, never an assumed one.
 """
 
 from __future__ import annotations
 
-#: op name (as the IR spells Python callables) -> (arity, expression template).
-_BINARY = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%", "truediv": "/",
-           "pow": "**", "ge": ">=", "gt": ">", "le": "<=", "lt": "<", "eq": "==", "ne": "!=",
-           "and_": "&", "or_": "|", "xor": "^", "lshift": "<<", "rshift": ">>"}
-_UNARY = {"neg": "-{0}", "pos": "+{0}", "not_": "not {0}", "abs": "abs({0})", "invert": "~{0}"}
-_CALLS = {"torch.sym_max": "max", "torch.sym_min": "min", "torch.sym_not": "not",
-          "torch.sym_float": "float", "torch.sym_int": "int", "torch.sym_sum": "sum",
-          "builtins.int": "int", "builtins.float": "float", "builtins.max": "max",
-          "builtins.min": "min", "builtins.abs": "abs"}
+#: operator-module functions of two arguments and of one, by the name the script knows them.
+_BINARY = ("add", "sub", "mul", "floordiv", "mod", "truediv", "pow", "ge", "gt", "le", "lt",
+           "eq", "ne", "and_", "or_", "xor", "lshift", "rshift")
+_UNARY = ("neg", "pos", "not_", "abs", "invert")
+#: Python callables of the IR -> the script's function name (any number of arguments).
+_CALLS = {"torch.sym_max": "max", "torch.sym_min": "min", "torch.sym_float": "float",
+          "torch.sym_int": "int", "torch.sym_sum": "sum", "builtins.int": "int",
+          "builtins.float": "float", "builtins.max": "max", "builtins.min": "min",
+          "builtins.abs": "abs"}
 _MODULES = ("_operator.", "operator.")
+#: Every name a ``'scalar'`` step may use: the keys of the script's ``SCALARS`` table.
+SCALAR_NAMES = frozenset((*_BINARY, *_UNARY, *_CALLS.values()))
 
 
 def is_scalar_op(op: str) -> bool:
-    """Whether ``op`` (the IR's op string) is Python arithmetic the runner writes inline."""
-    if op in _CALLS:
+    """Whether ``op`` (the IR's op string) is Python arithmetic the runner evaluates itself."""
+    if op in _CALLS or op == "torch.sym_not":
         return True
     for mod in _MODULES:
         if op.startswith(mod):
@@ -32,17 +35,16 @@ def is_scalar_op(op: str) -> bool:
     return False
 
 
-def scalar_expression(op: str, args: list[str]) -> str | None:
-    """The Python expression of scalar op ``op`` on argument sources ``args`` (None when the
-    op or its arity is not one this module writes)."""
+def scalar_function(op: str, arity: int) -> str | None:
+    """The script's name for scalar op ``op`` called with ``arity`` arguments (a key of its
+    ``SCALARS`` table), or None when the op or its arity is not one the script evaluates."""
+    if op == "torch.sym_not":
+        return "not_" if arity == 1 else None
     if op in _CALLS:
-        fn = _CALLS[op]
-        if fn == "not":
-            return f"(not {args[0]})" if len(args) == 1 else None
-        return f"{fn}({', '.join(args)})"
+        return _CALLS[op] if arity >= 1 else None
     name = op.split(".", 1)[1] if "." in op else op
-    if name in _BINARY and len(args) == 2:
-        return f"({args[0]} {_BINARY[name]} {args[1]})"
-    if name in _UNARY and len(args) == 1:
-        return "(" + _UNARY[name].format(args[0]) + ")"
+    if name in _BINARY:
+        return name if arity == 2 else None
+    if name in _UNARY:
+        return name if arity == 1 else None
     return None

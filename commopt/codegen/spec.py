@@ -18,9 +18,9 @@ class GroupSpec:
 
 @dataclass(frozen=True)
 class InputSpec:
-    """A graph input: its name in ``--inputs`` files, dtype and local shape per rank."""
+    """A graph input: its node, name in ``--inputs`` files, dtype and local shape per rank."""
 
-    var: str
+    node: int
     name: str
     dtype: str
     shapes: tuple[tuple[int, ...], ...]
@@ -43,7 +43,7 @@ class BufferSpec:
 class EmulatedSpec:
     """A node without a runnable operation: busy-wait ``duration_us``, then yield filled outputs."""
 
-    var: str
+    node: int
     duration_us: float
     outputs: tuple[tuple[str, tuple[int, ...]], ...]
     fill: float
@@ -51,7 +51,9 @@ class EmulatedSpec:
 
 @dataclass
 class RunnerModel:
-    """Everything the template needs, as plain values and checked code lines."""
+    """Everything the template needs, as plain values: ``steps`` holds one record per node in
+    the graph's order (:mod:`commopt.codegen.lowering`), ``optimized_order`` the node indices
+    of commopt's order; the original order is the table's own."""
 
     graph_name: str
     source: str
@@ -63,8 +65,8 @@ class RunnerModel:
     buffers: list[BufferSpec]
     ops: dict[str, str]
     emulated: list[EmulatedSpec]
-    optimized: list[str]
-    original: list[str]
+    steps: list[tuple]
+    optimized_order: list[int]
     copies_per_iter: int = 0
     #: bytes those copies move per step (largest rank's sizes)
     copy_bytes_per_iter: int = 0

@@ -153,3 +153,24 @@ def launch_runners(cases: list[tuple[str, ...]], world: int, work: Path) -> dict
     assert proc.returncode == 0, proc.stderr[-6000:]
     ranks = [json.loads((work / f"status{r}.json").read_text(encoding="utf-8")) for r in range(world)]
     return {name: [r[name] for r in ranks] for name, *_ in cases}
+
+
+def template_module():
+    """The runner template loaded as a module (its step interpreter and tables; main() is
+    not run): what every generated script's fixed code is."""
+    import importlib.util
+
+    path = REPO / "commopt" / "codegen" / "runner_template.py"
+    spec = importlib.util.spec_from_file_location("commopt_runner_template", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def script_table(source: str, name: str = "STEPS") -> list:
+    """A JSON table (``STEPS``, ``OPTIMIZED_ORDER``, ``INPUTS``, ``BUFFERS``) read back from a
+    generated script's text."""
+    import json
+
+    start = source.index(f"\n{name} = json.loads(r'''") + len(f"\n{name} = json.loads(r'''")
+    return json.loads(source[start:source.index("''')", start)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from commopt.buffers import plan_buffers
 from commopt.codegen import build_model, generate_runner, write_runner
 from commopt.errors import GraphError, OptionError
 from commopt.ir.builder import GraphBuilder
-from tests.codegen.conftest import TINY_REORDERED, tiny_graph
+from tests.codegen.conftest import TINY_REORDERED, script_table, tiny_graph
 from tests.codegen.hostile import EVIL, NAMES, hostile_graph
 
 RUFF = Path(sys.executable).parent / "ruff"
@@ -32,18 +33,9 @@ def ruff_check(tmp_path: Path, source: str) -> str:
     return "" if proc.returncode == 0 else proc.stdout + proc.stderr
 
 
-def function_body(source: str, name: str) -> list[str]:
-    """Lines of the top-level function ``name`` in ``source``."""
-    lines = source.splitlines()
-    start = lines.index(next(ln for ln in lines if ln.startswith(f"def {name}(")))
-    end = next((k for k in range(start + 1, len(lines)) if lines[k] and not lines[k][0].isspace()),
-               len(lines))
-    return lines[start:end]
-
-
-def first(lines: list[str], pattern: str) -> int:
-    """Index of the first line matching ``pattern``."""
-    return next(k for k, ln in enumerate(lines) if re.search(pattern, ln))
+def record(model, name: str) -> tuple:
+    """The step record of the node called ``name``."""
+    return next(r for r in model.steps if r[1] == name)
 
 
 def test_generated_script_compiles_and_passes_ruff(tmp_path: Path) -> None:
@@ -66,7 +58,7 @@ def test_same_bytes_under_another_hash_seed() -> None:
     here = generate_runner(g, TINY_REORDERED, plan_buffers(g, TINY_REORDERED))
     code = ("import sys; from commopt.buffers import plan_buffers; "
             "from commopt.codegen import generate_runner; "
-            "from tests.codegen.conftest import TINY_REORDERED, tiny_graph; g = tiny_graph(); "
+            "from tests.codegen.conftest import TINY_REORDERED, script_table, tiny_graph; g = tiny_graph(); "
             "sys.stdout.write(generate_runner(g, TINY_REORDERED, plan_buffers(g, TINY_REORDERED)))")
     repo = Path(__file__).resolve().parents[2]
     there = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
@@ -74,32 +66,36 @@ def test_same_bytes_under_another_hash_seed() -> None:
     assert there.stdout == here
 
 
-def test_optimized_step_follows_the_order_and_original_step_the_graph() -> None:
+def test_one_table_serves_both_orders_and_names_every_node() -> None:
     g = tiny_graph()
+    model = build_model(g, TINY_REORDERED, plan_buffers(g, TINY_REORDERED))
     source = generate_runner(g, TINY_REORDERED, plan_buffers(g, TINY_REORDERED))
-    optimized = function_body(source, "run_optimized")
-    original = function_body(source, "run_original")
-    # optimized: relu z, then the all_reduce is issued, then its wait
-    assert first(optimized, r"n_6_z = ") < first(optimized, r"works\[4\] = ") \
-        < first(optimized, r"works.pop\(4\)")
-    # original: the all_reduce is issued, then relu z
-    assert first(original, r"works\[4\] = ") < first(original, r"n_6_z = ")
-    # the all_reduce runs on its arena view; the reference on a fresh clone
-    assert re.search(r"dist.all_reduce\(views\.b_\d+_ar_", "\n".join(optimized))
-    assert re.search(r"n_4_ar = n_3_r.clone\(\)", "\n".join(original))
-    assert "views." not in "\n".join(original)
+    # one record per node, in the graph's order, each on its own line starting with its name
+    assert [r[:2] for r in model.steps] == [(n.index, n.name) for n in g.nodes]
+    for r in model.steps:
+        assert f"    [{r[0]}, {json.dumps(r[1])}, {json.dumps(r[2])}, " in source
+    assert script_table(source) == json.loads(json.dumps(model.steps))
+    # the optimized order is a list of those records' indices; the original is the table's own
+    assert model.optimized_order == TINY_REORDERED
+    assert script_table(source, "OPTIMIZED_ORDER") == [0, 1, 2, 3, 6, 4, 5, 7, 8, 9, 10, 11]
+    # each record says what it reads: the script frees a value after its last reader
+    assert record(model, "s")[3] == (g.index_of["emu"], g.index_of["z"])
+    assert record(model, "ar_wait")[2:5] == ("wait", (g.index_of["ar"],), g.index_of["ar"])
 
 
 def test_plan_zero_copy_and_copies_are_counted() -> None:
     g = tiny_graph()
     model = build_model(g, TINY_REORDERED, plan_buffers(g, TINY_REORDERED))
-    body = "\n".join(model.optimized)
     # y (mm) feeds only collectives' inputs within their lifetimes: written in place
-    assert re.search(r"n_2_y = ops\.aten_mm_out\(n_0_x, n_1_w, out=views\.b_\d+_ag_input0\)", body)
+    into = record(model, "y")[7]
+    assert into[0] == "out" and re.fullmatch(r"b_\d+_ag_input0", into[1]) and into[2] == "aten_mm_out"
+    assert model.ops[into[2]] == "aten.mm.out" and model.ops[record(model, "y")[4]] == "aten.mm.default"
     # relu r is read only by the all_reduce, which runs in place on its output buffer; those
     # bytes are free from r to the issue, so r writes there too
-    assert re.search(r"n_3_r = ops\.aten_relu_out\(n_2_y, out=views\.b_\d+_ar_output0\)", body)
-    assert "copy_(" not in body
+    assert record(model, "r")[7][:2] == ("out", record(model, "ar")[8][0][2])
+    assert re.fullmatch(r"b_\d+_ar_output0", record(model, "ar")[8][0][2])
+    hows = [t[3] for r in model.steps if r[2] == "collective" for t in r[8]]
+    assert hows == ["written", "written"]
     assert (model.zero_copy_per_iter, model.copies_per_iter) == (2, 0)
     assert len(model.arenas) == 1 and model.arenas[0][1] > 0
 
@@ -108,7 +104,9 @@ def test_without_plan_no_arenas() -> None:
     model = build_model(tiny_graph(), TINY_REORDERED, None)
     assert model.arenas == [] and model.buffers == [] and model.plan_digest == ""
     assert model.copies_per_iter == 1  # the all_reduce works on a fresh clone of its input
-    assert "views." not in "\n".join(model.optimized)
+    tensors = [t for r in model.steps if r[2] == "collective" for t in r[8]]
+    assert all(t[2] is None and t[3] is None and t[4] is None for t in tensors)
+    assert not any(len(r) > 7 for r in model.steps if r[2] == "op")
 
 
 def test_plan_for_another_order_is_refused() -> None:
@@ -184,8 +182,9 @@ def test_hostile_graph_compiles_lints_and_keeps_strings_inert(tmp_path: Path) ->
     assert not names & {"__import__", "system", "eval", "exec", "PWNED"}
     assert all(n.isidentifier() and n.isascii() for n in names)
     assert not _code_without_strings_and_comments(source).count("(os")
-    # the names themselves reach the script only as repr()'d literals (INPUTS, GROUPS)
-    assert repr(EVIL) in source and repr(NAMES[1]) in source
+    # the names reach the script only as quoted data: repr() (GROUPS) or JSON (STEPS, INPUTS)
+    names_in_table = {r[1] for r in script_table(source)}
+    assert EVIL in names_in_table and NAMES[1] in names_in_table
     model = build_model(g, order, None)
     assert [e.duration_us for e in model.emulated] == [5.0]
 
@@ -206,9 +205,9 @@ def test_view_without_a_call_reshapes_its_source_and_unknown_ops_are_emulated() 
     b.output([v])
     g = b.build()
     model = build_model(g, g.original_order)
-    body = "\n".join(model.optimized)
-    assert "n_2_v = n_1_y.reshape([32])" in body
-    assert "emulate(3.0)" in body and [e.var for e in model.emulated] == ["e_1_y"]
+    assert record(model, "v")[2:] == ("reshape", (1,), {"v": 1}, [32])
+    assert record(model, "y")[2:] == ("emulated", (0,), 3.0, [("float32", [4, 8])], 0.25)
+    assert [e.node for e in model.emulated] == [1]
 
 
 def test_all_reduce_producer_copies_in_when_its_output_bytes_are_busy() -> None:
@@ -221,8 +220,9 @@ def test_all_reduce_producer_copies_in_when_its_output_bytes_are_busy() -> None:
     # put the all_gather's input (live from mm to its wait) on the all_reduce's output bytes
     bufs["ag:in0"]["offset_bytes"] = bufs["ar:out0"]["offset_bytes"]
     model = build_model(g, TINY_REORDERED, BufferPlan.model_validate(doc))
-    body = "\n".join(model.optimized)
-    assert re.search(r"views\.b_\d+_ar_output0\.copy_\(n_3_r\)", body)
+    src, _shape, buffer, how = record(model, "ar")[8][0][:4]
+    assert (src, how) == (g.index_of["r"], "copy") and re.fullmatch(r"b_\d+_ar_output0", buffer)
+    assert len(record(model, "r")) == 7  # r no longer writes into the buffer itself
     assert model.copies_per_iter == 1
 
 
@@ -243,9 +243,10 @@ def test_keyword_names_that_are_not_plain_identifiers_are_passed_as_a_dict(tmp_p
     b.output([x])
     source = generate_runner(b.build())
     assert ruff_check(tmp_path, source) == ""
-    line = next(ln for ln in source.splitlines() if "aten_relu_default(" in ln and "ops." in ln)
-    assert line.strip() == (f"ops.aten_relu_default(n_0_x, ok='text', "
-                            f"**{{'from': 1, 'a b': {EVIL!r}}})")
+    line = next(ln for ln in source.splitlines() if '"aten_relu_default", ' in ln)
+    record = json.loads(line.strip().rstrip(","))
+    assert record == [1, "y", "op", [0], "aten_relu_default", [{"v": 0}],
+                      {"from": 1, "a b": EVIL, "ok": "text"}]
 
 
 def test_a_slot_shared_by_collectives_sending_different_tensors_is_refused() -> None:

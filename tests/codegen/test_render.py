@@ -1,14 +1,15 @@
-"""The runner's syntax check in pieces (commopt.codegen.render.syntax_pieces)."""
+"""The runner's check before it is written (commopt.codegen.render.check_source): the code is
+compiled, the tables (STEPS and the others) are checked to be plain data."""
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import importlib
 from pathlib import Path
 
 import pytest
 
-from commopt import codegen
 from commopt.buffers import plan_buffers
 from commopt.codegen.model import build_model
 from commopt.io import load_graph
@@ -26,22 +27,25 @@ def _model(path: Path):
 
 
 @pytest.mark.parametrize("sample", ["ws2/fsdp.pt2", "ws8/mesh2d.pt2"])
-def test_pieces_cover_every_statement_and_compile(sample, monkeypatch):
-    monkeypatch.setattr(render, "SYNTAX_CHUNK_STATEMENTS", 7)  # many cuts on a small graph
+def test_checked_data_renders_a_script_that_compiles(sample):
     model = _model(SAMPLES / sample)
-    pieces = list(render.syntax_pieces(model))
-    assert len(pieces) > 3
-    for piece in pieces:
-        compile(piece, "run.py", "exec")
-    bodies = "".join(p.split("\n", 1)[1] for p in pieces[1:])
-    assert bodies == "".join(f"    {line}\n" for line in [*model.optimized, *model.original])
+    render.check_source(model, "run.py")
+    compile(render.render(model), "run.py", "exec")
 
 
-def test_a_bad_statement_is_reported_at_its_line_in_the_script(monkeypatch):
-    monkeypatch.setattr(render, "SYNTAX_CHUNK_STATEMENTS", 7)
+class _Size(enum.IntEnum):
+    FOUR = 4
+
+
+@pytest.mark.parametrize("bad", [_Size.FOUR, float("nan"), {1, 2}, {1: "key not a str"}, b"x"])
+def test_values_that_are_not_plain_data_are_refused(bad):
     model = _model(SAMPLES / "ws2" / "fsdp.pt2")
-    bad = dataclasses.replace(model, optimized=[*model.optimized[:10], "x = = 1", *model.optimized[10:]])
-    source = render.render(bad)
-    with pytest.raises(SyntaxError) as info:
-        codegen._check_compiles(bad, source, "run.py", None)
-    assert source.splitlines()[info.value.lineno - 1].strip() == "x = = 1"
+    node, name, kind, reads, *rest = model.steps[-1]
+    broken = dataclasses.replace(model, steps=[*model.steps[:-1],
+                                               (node, name, kind, reads, [bad])])
+    with pytest.raises(AssertionError, match="runner's data"):
+        render.check_source(broken, "run.py")
+
+
+def test_plain_data_passes():
+    render.check_data([(1, "a", None, True, 2.5, [("v", 3)], {"k": [1, (2,)]})])

@@ -6,11 +6,13 @@ values."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
 import commopt
-from tests.codegen.conftest import launch_runners
+from tests.codegen.conftest import launch_runners, script_table
 from tests.corpus.graphs import CORPUS
 
 pytestmark = pytest.mark.slow
@@ -24,7 +26,11 @@ def test_runner_computes_sizes_at_run_time_whatever_was_assumed(name, tmp_path):
     assert {s.assumed for s in result.summary.data_dependent.sizes} == {1}
     (runner,) = out.glob("run_*.py")
     source = runner.read_text()
-    assert "sum([n_" in source  # all_to_all outputs sized from the step's split sizes
+    # the token all_to_alls are sized when the step runs (shape None), from split sizes the
+    # step computed (references to its own values), not from the assumed ones
+    all_to_all = [r for r in script_table(source) if r[2] == "collective" and r[4] == "all_to_all"]
+    sized = [r for r in all_to_all if all(t[6] is None for t in r[8])]
+    assert sized and all('{"v": ' in json.dumps(r[9][0]) for r in sized)
     status = launch_runners([("g", str(graph), str(runner))], 2, tmp_path)
     assert status["g"] == ["ok", "ok"]
     for r in range(2):

@@ -23,27 +23,21 @@ DEFAULT_BACKEND = None
 GROUPS = [
     ('g_0_dp', 'dp', 2, [[0, 1]]),
 ]
-# Graph inputs: (variable, name, dtype, local shape per rank, role, state-dict key or None).
-INPUTS = [
-    ('n_0_grad', 'grad', 'bfloat16', [[8, 4]], 'user_input', None),
-]
+# Graph inputs: (node, name, dtype, local shape per rank, role, state-dict key or None).
+INPUTS = json.loads(r'''[
+    [0, "grad", "bfloat16", [[8, 4]], "user_input", null]
+]''')
 # One arena per process group: (group variable, bytes).
 ARENAS = [
     ('g_0_dp', 1024),
 ]
 # Communication buffers: (variable, group variable, byte offset, dtype, shape).
-BUFFERS = [
-    ('b_0_rs_input0', 'g_0_dp', 0, 'bfloat16', [8, 4]),
-    ('b_1_rs_output0', 'g_0_dp', 512, 'bfloat16', [4, 4]),
-]
-# Every operation the graph runs for real, resolved once at start-up: variable -> overload.
+BUFFERS = json.loads(r'''[
+    ["b_0_rs_input0", "g_0_dp", 0, "bfloat16", [8, 4]],
+    ["b_1_rs_output0", "g_0_dp", 512, "bfloat16", [4, 4]]
+]''')
+# Every operation the graph runs for real, resolved once at start-up: name -> overload.
 OPS = {}
-# Nodes without a runnable operation, emulated by a busy wait of their duration:
-# (variable, microseconds, outputs as (dtype, shape), fill value).
-EMULATED = [
-    ('e_1_bwd', 40.0, [('bfloat16', [8, 4])], 0.25),
-    ('e_3_other', 25.0, [('bfloat16', [8, 4])], 0.5),
-]
 # Per iteration of the optimized order: tensors copied into buffers, and producers writing
 # straight into them (zero-copy).
 COPIES_PER_ITER = 1
@@ -56,67 +50,16 @@ PERSISTENT_PARAMS = []
 PREDICTED_PEAK_BYTES = 1152
 # @@END GRAPH DATA@@
 # @@STEPS@@
-def run_optimized(rt, inputs):
-    """One step in commopt's optimized order: the hot loop, launches only.
-
-    Collectives run asynchronously on their arena buffers and are waited where the graph
-    waits; copies into buffers and producers writing into them are marked.
-    """
-    views = rt.views
-    groups = rt.groups
-    emulated = rt.emulated
-    emulate = rt.emulate
-    works = {}  # node index -> Work handles of collectives in flight
-    # graph inputs (parameters, buffers, user inputs) by name
-    n_0_grad = inputs['grad']
-    # bwd: backward_kernel
-    emulate(40.0)  # emulated: no runnable op
-    n_1_bwd = emulated.e_1_bwd
-    # rs: reduce_scatter over group dp (2 ranks)
-    views.b_0_rs_input0.copy_(n_1_bwd)  # copy in
-    works[2] = [REDUCE_SCATTER(views.b_1_rs_output0, views.b_0_rs_input0, op=dist.ReduceOp.SUM, group=groups.g_0_dp, async_op=True)]
-    n_2_rs = views.b_1_rs_output0
-    del n_1_bwd
-    # other: optimizer_kernel
-    emulate(25.0)  # emulated: no runnable op
-    n_3_other = emulated.e_3_other
-    del n_0_grad
-    # rs_wait: wait for rs
-    for work in works.pop(2):
-        work.wait()
-    n_2_rs.div_(2)  # avg: summed, divided here
-    n_4_rs_wait = n_2_rs
-    del n_2_rs
-    outputs = [n_4_rs_wait, n_3_other]
-    return outputs
-
-
-def run_original(rt, inputs):
-    """One step in the graph's original order on fresh tensors: the reference for --verify."""
-    groups = rt.groups
-    emulated = rt.emulated
-    emulate = rt.emulate
-    device = rt.device
-    works = {}  # node index -> Work handles of collectives in flight
-    # graph inputs (parameters, buffers, user inputs) by name
-    n_0_grad = inputs['grad']
-    # bwd: backward_kernel
-    emulate(40.0)  # emulated: no runnable op
-    n_1_bwd = emulated.e_1_bwd
-    # rs: reduce_scatter over group dp (2 ranks)
-    n_2_rs = torch.empty([4, 4], dtype=torch.bfloat16, device=device)
-    works[2] = [REDUCE_SCATTER(n_2_rs, n_1_bwd.contiguous(), op=dist.ReduceOp.SUM, group=groups.g_0_dp, async_op=True)]
-    del n_1_bwd
-    # other: optimizer_kernel
-    emulate(25.0)  # emulated: no runnable op
-    n_3_other = emulated.e_3_other
-    del n_0_grad
-    # rs_wait: wait for rs
-    for work in works.pop(2):
-        work.wait()
-    n_2_rs.div_(2)  # avg: summed, divided here
-    n_4_rs_wait = n_2_rs
-    del n_2_rs
-    outputs = [n_4_rs_wait, n_3_other]
-    return outputs
+STEPS = json.loads(r'''[
+    [0, "grad", "input", []],
+    [1, "bwd", "emulated", [0], 40.0, [["bfloat16", [8, 4]]], 0.25],
+    [2, "rs", "collective", [1], "reduce_scatter", "g_0_dp", "AVG", false, [[1, [8, 4], "b_0_rs_input0", "copy", "b_1_rs_output0", "bfloat16", [4, 4]]], []],
+    [3, "other", "emulated", [0], 25.0, [["bfloat16", [8, 4]]], 0.5],
+    [4, "rs_wait", "wait", [2], 2, {"v": 2}],
+    [5, "out", "output", [4, 3], [{"v": 4}, {"v": 3}]]
+]''')
+# commopt's order: node indices (records of STEPS), run on the arenas.
+OPTIMIZED_ORDER = json.loads(r'''[
+    0, 1, 2, 3, 4, 5
+]''')
 # @@END STEPS@@

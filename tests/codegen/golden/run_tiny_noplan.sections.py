@@ -23,26 +23,21 @@ DEFAULT_BACKEND = 'gloo'
 GROUPS = [
     ('g_0_0', '0', 2, [[0, 1]]),
 ]
-# Graph inputs: (variable, name, dtype, local shape per rank, role, state-dict key or None).
-INPUTS = [
-    ('n_0_x', 'x', 'float32', [[4, 8]], 'user_input', None),
-    ('n_1_w', 'w', 'float32', [[8, 8]], 'parameter', None),
-]
+# Graph inputs: (node, name, dtype, local shape per rank, role, state-dict key or None).
+INPUTS = json.loads(r'''[
+    [0, "x", "float32", [[4, 8]], "user_input", null],
+    [1, "w", "float32", [[8, 8]], "parameter", null]
+]''')
 # One arena per process group: (group variable, bytes).
 ARENAS = []
 # Communication buffers: (variable, group variable, byte offset, dtype, shape).
 BUFFERS = []
-# Every operation the graph runs for real, resolved once at start-up: variable -> overload.
+# Every operation the graph runs for real, resolved once at start-up: name -> overload.
 OPS = {
     'aten_mm_default': 'aten.mm.default',
     'aten_relu_default': 'aten.relu.default',
     'aten_add_Tensor': 'aten.add.Tensor',
 }
-# Nodes without a runnable operation, emulated by a busy wait of their duration:
-# (variable, microseconds, outputs as (dtype, shape), fill value).
-EMULATED = [
-    ('e_9_emu', 20.0, [('float32', [4, 8])], 0.375),
-]
 # Per iteration of the optimized order: tensors copied into buffers, and producers writing
 # straight into them (zero-copy).
 COPIES_PER_ITER = 1
@@ -55,102 +50,22 @@ PERSISTENT_PARAMS = []
 PREDICTED_PEAK_BYTES = 1152
 # @@END GRAPH DATA@@
 # @@STEPS@@
-def run_optimized(rt, inputs):
-    """One step in commopt's optimized order: the hot loop, launches only.
-
-    Collectives run asynchronously on their arena buffers and are waited where the graph
-    waits; copies into buffers and producers writing into them are marked.
-    """
-    ops = rt.ops
-    groups = rt.groups
-    emulated = rt.emulated
-    emulate = rt.emulate
-    device = rt.device
-    works = {}  # node index -> Work handles of collectives in flight
-    # graph inputs (parameters, buffers, user inputs) by name
-    n_0_x = inputs['x']
-    n_1_w = inputs['w']
-    # y: aten.mm.default
-    n_2_y = ops.aten_mm_default(n_0_x, n_1_w)
-    del n_1_w
-    # r: aten.relu.default
-    n_3_r = ops.aten_relu_default(n_2_y)
-    # z: aten.relu.default
-    n_6_z = ops.aten_relu_default(n_0_x)
-    del n_0_x
-    # ar: all_reduce over group 0 (2 ranks)
-    n_4_ar = n_3_r.clone()
-    works[4] = [dist.all_reduce(n_4_ar, op=dist.ReduceOp.SUM, group=groups.g_0_0, async_op=True)]
-    del n_3_r
-    # ag: all_gather over group 0 (2 ranks)
-    n_5_ag = torch.empty([8, 8], dtype=torch.float32, device=device)
-    works[5] = [ALL_GATHER(n_5_ag, n_2_y.contiguous(), group=groups.g_0_0, async_op=True)]
-    del n_2_y
-    # ar_wait: wait for ar
-    for work in works.pop(4):
-        work.wait()
-    n_7_ar_wait = n_4_ar
-    del n_4_ar
-    # ag_wait: wait for ag
-    for work in works.pop(5):
-        work.wait()
-    n_8_ag_wait = n_5_ag
-    del n_5_ag
-    # emu: fancy_kernel
-    emulate(20.0)  # emulated: no runnable op
-    n_9_emu = emulated.e_9_emu
-    del n_7_ar_wait
-    # s: aten.add.Tensor
-    n_10_s = ops.aten_add_Tensor(n_9_emu, n_6_z)
-    del n_6_z, n_9_emu
-    outputs = [n_10_s, n_8_ag_wait]
-    return outputs
-
-
-def run_original(rt, inputs):
-    """One step in the graph's original order on fresh tensors: the reference for --verify."""
-    ops = rt.ops
-    groups = rt.groups
-    emulated = rt.emulated
-    emulate = rt.emulate
-    device = rt.device
-    works = {}  # node index -> Work handles of collectives in flight
-    # graph inputs (parameters, buffers, user inputs) by name
-    n_0_x = inputs['x']
-    n_1_w = inputs['w']
-    # y: aten.mm.default
-    n_2_y = ops.aten_mm_default(n_0_x, n_1_w)
-    del n_1_w
-    # r: aten.relu.default
-    n_3_r = ops.aten_relu_default(n_2_y)
-    # ar: all_reduce over group 0 (2 ranks)
-    n_4_ar = n_3_r.clone()
-    works[4] = [dist.all_reduce(n_4_ar, op=dist.ReduceOp.SUM, group=groups.g_0_0, async_op=True)]
-    del n_3_r
-    # ag: all_gather over group 0 (2 ranks)
-    n_5_ag = torch.empty([8, 8], dtype=torch.float32, device=device)
-    works[5] = [ALL_GATHER(n_5_ag, n_2_y.contiguous(), group=groups.g_0_0, async_op=True)]
-    del n_2_y
-    # z: aten.relu.default
-    n_6_z = ops.aten_relu_default(n_0_x)
-    del n_0_x
-    # ar_wait: wait for ar
-    for work in works.pop(4):
-        work.wait()
-    n_7_ar_wait = n_4_ar
-    del n_4_ar
-    # ag_wait: wait for ag
-    for work in works.pop(5):
-        work.wait()
-    n_8_ag_wait = n_5_ag
-    del n_5_ag
-    # emu: fancy_kernel
-    emulate(20.0)  # emulated: no runnable op
-    n_9_emu = emulated.e_9_emu
-    del n_7_ar_wait
-    # s: aten.add.Tensor
-    n_10_s = ops.aten_add_Tensor(n_9_emu, n_6_z)
-    del n_6_z, n_9_emu
-    outputs = [n_10_s, n_8_ag_wait]
-    return outputs
+STEPS = json.loads(r'''[
+    [0, "x", "input", []],
+    [1, "w", "input", []],
+    [2, "y", "op", [0, 1], "aten_mm_default", [{"v": 0}, {"v": 1}], {}],
+    [3, "r", "op", [2], "aten_relu_default", [{"v": 2}], {}],
+    [4, "ar", "collective", [3], "all_reduce", "g_0_0", "SUM", false, [[3, [4, 8], null, null, null, "float32", [4, 8]]], []],
+    [5, "ag", "collective", [2], "all_gather", "g_0_0", null, false, [[2, [4, 8], null, null, null, "float32", [8, 8]]], []],
+    [6, "z", "op", [0], "aten_relu_default", [{"v": 0}], {}],
+    [7, "ar_wait", "wait", [4], 4, {"v": 4}],
+    [8, "ag_wait", "wait", [5], 5, {"v": 5}],
+    [9, "emu", "emulated", [7], 20.0, [["float32", [4, 8]]], 0.375],
+    [10, "s", "op", [9, 6], "aten_add_Tensor", [{"v": 9}, {"v": 6}], {}],
+    [11, "output", "output", [10, 8], [{"v": 10}, {"v": 8}]]
+]''')
+# commopt's order: node indices (records of STEPS), run on the arenas.
+OPTIMIZED_ORDER = json.loads(r'''[
+    0, 1, 2, 3, 6, 4, 5, 7, 8, 9, 10, 11
+]''')
 # @@END STEPS@@
