@@ -44,6 +44,20 @@ def browser():
         yield b
 
 
+@pytest.fixture(scope="module")
+def page_20k(tmp_path_factory):
+    """A 20,000-node synthetic stack's report (original order) and its page's URI, built once
+    per module."""
+    from commopt.estimators import resolve
+
+    g = graph_with_nodes(20000)
+    report = build_report(g, g.original_order, None, resolve(None).durations(g),
+                          estimator_name="analytical")
+    page = tmp_path_factory.mktemp("report20k") / "20k.html"
+    write_html(report, page)
+    return report, page.as_uri()
+
+
 def _optimized(tmp_path: Path):
     from commopt.estimators import resolve
     from commopt.passes import DEFAULT_PIPELINE, PassContext
@@ -124,15 +138,9 @@ def test_ten_thousand_nodes_are_merged_and_zoomable(browser, tmp_path):
     _no_console_errors(browser)
 
 
-def test_twenty_thousand_nodes_zoom_and_pan_to_single_nodes(browser, tmp_path):
-    from commopt.estimators import resolve
-
-    g = graph_with_nodes(20000)
-    report = build_report(g, g.original_order, None, resolve(None).durations(g),
-                          estimator_name="analytical")
-    page = tmp_path / "20k.html"
-    write_html(report, page)
-    browser.get(page.as_uri())
+def test_twenty_thousand_nodes_zoom_and_pan_to_single_nodes(browser, page_20k):
+    report, uri = page_20k
+    browser.get(uri)
     assert browser.execute("return document.body.dataset.ready") == "1"
     compute = report.before.lanes[0]
     target = next(e for e in report.before.events[compute.events // 2:]
@@ -217,18 +225,11 @@ def test_skips_cleanly_without_chromium(monkeypatch):
     assert webdriver.find_browser() is None
 
 
-def test_far_out_zoom_levels_cover_every_visible_span_once(browser, tmp_path):
+def test_far_out_zoom_levels_cover_every_visible_span_once(browser, page_20k):
     """Far out, a lane of many spans is drawn from summed bins (levels): at every zoom the
     rects drawn still stand for exactly the spans in view, each once, and single spans wide
     enough to see are drawn on their own."""
-    from commopt.estimators import resolve
-
-    g = graph_with_nodes(20000)
-    report = build_report(g, g.original_order, None, resolve(None).durations(g),
-                          estimator_name="analytical")
-    page = tmp_path / "levels.html"
-    write_html(report, page)
-    browser.get(page.as_uri())
+    browser.get(page_20k[1])
     in_view = """
       const D = JSON.parse(document.getElementById('commopt-data').textContent);
       const s = document.querySelector('.scroll'), W = +s.querySelector('svg').getAttribute('width');

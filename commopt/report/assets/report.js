@@ -158,14 +158,6 @@
     return levels[L];
   }
 
-  function lowerBound(ev, t) {
-    var lo = 0, hi = ev.length / 5;
-    while (lo < hi) {
-      var mid = (lo + hi) >> 1;
-      if (ev[mid * 5] < t) lo = mid + 1; else hi = mid;
-    }
-    return lo;
-  }
   function firstBin(bins, b) {
     var lo = 0, hi = bins.length;
     while (lo < hi) {
