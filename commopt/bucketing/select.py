@@ -75,28 +75,45 @@ def choose_buckets(graph: Graph, order: Sequence[int], durations_us: Sequence[fl
     sched = Schedule.of(graph, order)
     classes = candidate_classes(graph, sched)
     budget = max(1, BUCKET_WORK // max(1, len(graph)))
-    kept: list[Bucket] = []
     best: Trial | None = None
     best_us = baseline_us
     examined = 0
+
+    def pays(kept: list[Bucket], cand: list[int]) -> bool:
+        nonlocal best, best_us, examined
+        if examined >= budget or bucket_problem(graph, sched, cand) is not None:
+            return False
+        examined += 1
+        trial = _trial(graph, sched, [*kept, Bucket(tuple(cand))], durations_us, estimate, fits)
+        if trial.makespan_us < best_us * (1.0 - MIN_GAIN) and trial.fits():
+            best, best_us = trial, trial.makespan_us
+            return True
+        return False
+
+    grow_buckets(classes, pays)
+    unexamined = max(0, sum(len(m) - 1 for m in classes) - examined) if examined >= budget else 0
+    return Choice(best, examined, unexamined)
+
+
+def grow_buckets(classes: list[list[int]],
+                 accepts: Callable[[list[Bucket], list[int]], bool]) -> list[Bucket]:
+    """Cut each class (members in issue order) into runs: a run grows by its next member
+    exactly when ``accepts(buckets kept so far, run + member)``; runs of two or more are the
+    buckets."""
+    kept: list[Bucket] = []
     for members in classes:
         current = [members[0]]
         for m in members[1:]:
             cand = [*current, m]
-            trial = None
-            if examined < budget and bucket_problem(graph, sched, cand) is None:
-                examined += 1
-                trial = _trial(graph, sched, [*kept, Bucket(tuple(cand))], durations_us, estimate, fits)
-            if trial is not None and trial.makespan_us < best_us * (1.0 - MIN_GAIN) and trial.fits():
-                current, best, best_us = cand, trial, trial.makespan_us
+            if accepts(kept, cand):
+                current = cand
                 continue
             if len(current) > 1:
                 kept.append(Bucket(tuple(current)))
             current = [m]
         if len(current) > 1:
             kept.append(Bucket(tuple(current)))
-    unexamined = max(0, sum(len(m) - 1 for m in classes) - examined) if examined >= budget else 0
-    return Choice(best, examined, unexamined)
+    return kept
 
 
 def _trial(graph: Graph, order: Schedule, buckets: list[Bucket], durations_us: Sequence[float],

@@ -24,7 +24,6 @@ sized by an assumed value could be too small, so the runner allocates it fresh e
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import weakref
 from collections.abc import Iterable, Sequence
@@ -70,19 +69,6 @@ class BufferSpec:
         """The buffer's id in the plan: ``'<collective>:<role><tensor_index>'``."""
         role = {"input": "in", "output": "out", "inout": "inout"}[self.role]
         return f"{graph.nodes[self.collective].name}:{role}{self.tensor_index}"
-
-
-_SPEC_SETTERS = tuple(getattr(BufferSpec, f.name).__set__ for f in dataclasses.fields(BufferSpec))
-
-
-def _spec(*values) -> BufferSpec:
-    """``BufferSpec(*values)`` (every field, in declaration order), built through the slots'
-    setters: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
-    three times slower, and footprint estimates build one spec per buffer for every order."""
-    spec = object.__new__(BufferSpec)
-    for setter, value in zip(_SPEC_SETTERS, values, strict=True):
-        setter(spec, value)
-    return spec
 
 
 def parse_collective_types(spec: str | Iterable[str] | None) -> tuple[str, ...] | None:
@@ -279,7 +265,7 @@ def collect_buffers(
     """
     table = buffer_table(graph, collective_types, persistent)
     first, last, zero_copy = table.lifetimes(graph, order)
-    return [_spec(c, role, k, value, group, meta, padded, local, f, e, producer, z, kept, shared)
+    return [BufferSpec(c, role, k, value, group, meta, padded, local, f, e, producer, z, kept, shared)
             for (c, role, k, value, group, meta, padded, local, producer, kept, shared), f, e, z
             in zip(table.rows, first.tolist(), last.tolist(), zero_copy.tolist(), strict=True)]
 

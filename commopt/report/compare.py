@@ -78,10 +78,8 @@ def _bucketed(graph: Graph, bucketed: Graph, chain, durations, max_memory_increa
     """The report of ``graph`` before and of ``bucketed`` (a program the bucket pass wrote
     from it: :func:`commopt.invariants.verify_reordered` checks it) after, each in its own
     order and with its own nodes' durations."""
-    from commopt.buffers.footprint import FootprintBudget, footprint_summary
     from commopt.sim import simulate
     from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE, memory_budget
-    from commopt.sim.robustness import robustness_summary
 
     increase = DEFAULT_MAX_MEMORY_INCREASE if max_memory_increase is None else max_memory_increase
     after_durations = chain.durations(bucketed)
@@ -90,11 +88,9 @@ def _bucketed(graph: Graph, bucketed: Graph, chain, durations, max_memory_increa
     notes = [*graph.meta.get("load_warnings", ()), *chain.notes,
              f"'after' is {_name(bucketed)}, which merges {len(graph.collectives())} collectives into "
              f"{len(bucketed.collectives())} (buckets recorded in the file), in its own order"]
-    footprint = footprint_summary(bucketed, bucketed.original_order,
-                                  FootprintBudget.for_graph(graph, increase, graph.original_order), notes)
-    robustness = robustness_summary(graph, graph.original_order, bucketed.original_order, durations,
-                                    before_sim.makespan_us, after_sim.makespan_us,
-                                    after_graph=bucketed, after_durations_us=after_durations)
+    footprint, robustness = _footprint_and_robustness(
+        graph, bucketed.original_order, durations, increase, notes, before_sim, after_sim,
+        after_graph=bucketed, after_durations=after_durations)
     return build_report(bucketed, graph.original_order, bucketed.original_order, after_durations,
                         estimator_name=chain.name, top=top,
                         memory_budget_bytes=memory_budget(graph, increase), notes=notes,
@@ -103,20 +99,24 @@ def _bucketed(graph: Graph, bucketed: Graph, chain, durations, max_memory_increa
 
 
 def _footprint_and_robustness(graph: Graph, after, durations, increase: float, notes: list[str],
-                              before_sim, final_sim):
+                              before_sim, final_sim, *, after_graph: Graph | None = None,
+                              after_durations=None):
     """The summary's footprint and robustness entries for both orders (None without
     collectives): what the runner would hold with the default buffer plan, and the makespans
-    under +-30% cost errors."""
+    under +-30% cost errors. ``after_graph`` (with ``after_durations``): the program ``after``
+    orders when it is a rewrite of ``graph`` (bucketing)."""
     from commopt.buffers.footprint import FootprintBudget, footprint_summary
     from commopt.sim.robustness import robustness_summary
 
     if not graph.collectives():
         return None, None
+    final_graph = graph if after_graph is None else after_graph
     final = after if after is not None else graph.original_order
     budget = FootprintBudget.for_graph(graph, increase, graph.original_order)
-    footprint = footprint_summary(graph, final, budget, notes)
+    footprint = footprint_summary(final_graph, final, budget, notes)
     robustness = robustness_summary(graph, graph.original_order, final, durations,
-                                    before_sim.makespan_us, final_sim.makespan_us)
+                                    before_sim.makespan_us, final_sim.makespan_us,
+                                    after_graph=after_graph, after_durations_us=after_durations)
     return footprint, robustness
 
 

@@ -15,7 +15,6 @@ Model (docs/design.md, "Simulating an order"; the rules live in :mod:`commopt.si
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -182,7 +181,7 @@ class _Replay:
                 t = end[i] = s + dur[i]
                 if kind is kind_compute:
                     total_compute += dur[i]
-                    events.append(_event(i, COMPUTE_LANE, s, t))
+                    events.append(SimEvent(i, COMPUTE_LANE, s, t))
         self.t = t
         self.total_compute += total_compute
 
@@ -195,7 +194,7 @@ class _Replay:
         self.stream_free[group] = e
         self.comm_by_group[group] = self.comm_by_group.get(group, 0.0) + self.dur[i]
         self.issued.append(i)
-        self.events.append(_event(i, comm_lane(group), s, e))
+        self.events.append(SimEvent(i, comm_lane(group), s, e))
 
     def _wait(self, i: int, node, ready: float, t: float) -> float:
         """Wait ``i`` at ``t``: the compute stream blocks until the collective finished (the
@@ -210,7 +209,7 @@ class _Replay:
         if ready > s:
             self.exposed[c] += ready - s
             self.exposed_total += ready - s
-            self.events.append(_event(i, COMPUTE_LANE, s, ready))
+            self.events.append(SimEvent(i, COMPUTE_LANE, s, ready))
             s = ready
         self.start[i] = s
         self.end[i] = s + self.dur[i]
@@ -269,22 +268,6 @@ class _Replay:
                 points.append((at, live))
                 last_live = live
         return points
-
-
-_EVENT_FIELDS = tuple(getattr(SimEvent, f.name).__set__ for f in dataclasses.fields(SimEvent))
-
-
-def _event(node: int, lane: str, start_us: float, end_us: float) -> SimEvent:
-    """``SimEvent(node, lane, start_us, end_us)`` through the slots' setters: a frozen
-    dataclass's ``__init__`` sets each field through ``object.__setattr__``, twice as slow,
-    and a replay makes one event per compute node."""
-    event = object.__new__(SimEvent)
-    set_node, set_lane, set_start, set_end = _EVENT_FIELDS
-    set_node(event, node)
-    set_lane(event, lane)
-    set_start(event, start_us)
-    set_end(event, end_us)
-    return event
 
 
 def _wait_first(nodes, i: int) -> InvariantViolation:

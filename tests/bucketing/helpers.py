@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from commopt.bucketing.eligibility import bucket_problem
 from commopt.bucketing.rewrite import Bucket
-from commopt.bucketing.select import candidate_classes
+from commopt.bucketing.select import candidate_classes, grow_buckets
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
 
@@ -15,19 +15,8 @@ def largest_buckets(graph: Graph, order: Sequence[int]) -> list[Bucket]:
     """Each class's members in issue order, cut into the longest runs that are valid buckets
     in ``order`` (no simulator: the rewrite is tested on as many merges as possible)."""
     sched = Schedule.of(graph, order)
-    out = []
-    for members in candidate_classes(graph, sched):
-        current = [members[0]]
-        for m in members[1:]:
-            if bucket_problem(graph, sched, [*current, m]) is None:
-                current.append(m)
-                continue
-            if len(current) > 1:
-                out.append(Bucket(tuple(current)))
-            current = [m]
-        if len(current) > 1:
-            out.append(Bucket(tuple(current)))
-    return out
+    return grow_buckets(candidate_classes(graph, sched),
+                        lambda kept, cand: bucket_problem(graph, sched, cand) is None)
 
 
 def raised_order(graph: Graph) -> list[int]:
