@@ -21,6 +21,7 @@ from typing import Any
 from commopt.atomic import write_text
 from commopt.ir.args import Symbol
 from commopt.ir.graph import Graph, Node, NodeKind, Ref
+from commopt.ir.ops import resolve_op
 
 _CACHE_VERSION = 1
 
@@ -110,7 +111,7 @@ class BenchmarkEstimator:
     def _measure(self, node: Node, graph: Graph) -> float | None:
         import torch
 
-        fn = _resolve_op(node.op)
+        fn = resolve_op(node.op)
         if fn is None:
             self._note_op(node, "is not a torch op")
             return None
@@ -145,21 +146,6 @@ class BenchmarkEstimator:
             self._failed_ops.add(node.op)
             self.notes.append(f"benchmark: {node.op} (first at node {node.name!r}) {why}; "
                               "the next estimator answers")
-
-
-def _resolve_op(op: str):
-    import torch
-
-    parts = op.split(".")
-    if len(parts) < 2:
-        return None
-    obj: Any = torch.ops
-    try:
-        for p in parts:
-            obj = getattr(obj, p)
-    except (AttributeError, RuntimeError):
-        return None
-    return obj if callable(obj) else None
 
 
 def _materialize(value: Any, nodes, device: str) -> Any:

@@ -51,6 +51,7 @@ from commopt.ir.graph import (
     Ref,
     TensorMeta,
 )
+from commopt.ir.ops import resolve_op
 from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import (
     DATA_DEPENDENT_KEY,
@@ -591,7 +592,9 @@ def _added_fx_node(fx_graph: Any, node: Node, made: dict[int, Any]) -> Any:
     computed on the inputs' fake tensors (what torch.export's serializer and loader need)."""
     import torch
 
-    target = _op_overload(node.op)
+    target = resolve_op(node.op)
+    if target is None:
+        raise GraphError(f"torch has no operator {node.op!r}", node=node.name, field="op")
     args = _fx_arg(node.args, made)
     kwargs = _fx_arg(node.kwargs, made)
     new = fx_graph.call_function(target, tuple(args), dict(kwargs))
@@ -602,14 +605,6 @@ def _added_fx_node(fx_graph: Any, node: Node, made: dict[int, Any]) -> Any:
     with fake_mode:
         new.meta["val"] = target(*vals[0], **vals[1])
     return new
-
-
-def _op_overload(op: str) -> Any:
-    """``"aten.cat.default"`` -> ``torch.ops.aten.cat.default``."""
-    import torch
-
-    namespace, name, overload = op.split(".")
-    return getattr(getattr(getattr(torch.ops, namespace), name), overload)
 
 
 def _fx_arg(value: Any, made: dict[int, Any]) -> Any:
