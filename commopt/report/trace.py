@@ -203,8 +203,8 @@ def _markers(s: ScheduleReport, pid: int, tid: int, compute: _Track, flow_of: di
 
 
 def _num(ns: int) -> str:
-    """Whole nanoseconds as the JSON number of :func:`_us`."""
-    return str(ns // 1000) if ns % 1000 == 0 else repr(ns / 1000)
+    """Whole nanoseconds as the JSON number of :func:`_us` (JSON writes a float as repr)."""
+    return repr(_us(ns))
 
 
 def render_trace(report: OverlapReport) -> dict[str, Any]:
