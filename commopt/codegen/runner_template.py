@@ -793,19 +793,22 @@ def time_iterations(rt, inputs, args) -> tuple[list[float], list[float] | None]:
             steps[0]()
         steps[0] = graph.replay
     times_us: list[list[float]] = [[] for _ in steps]
+    rt.host_cpu_us = []  # this thread's CPU time per optimized step: the host's share
     if rt.device.type == "cuda":
         torch.cuda.synchronize()
         events = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                    for _ in range(args.iters)] for _ in steps]
         for k in range(args.iters):
-            for step, pairs in zip(steps, events, strict=True):
+            for j, (step, pairs) in enumerate(zip(steps, events, strict=True)):
+                c0 = time.thread_time()
                 pairs[k][0].record()
                 step()
                 pairs[k][1].record()
+                if j == 0:
+                    rt.host_cpu_us.append((time.thread_time() - c0) * 1e6)
         torch.cuda.synchronize()
         times_us = [[start.elapsed_time(end) * 1000.0 for start, end in pairs] for pairs in events]
     else:
-        rt.host_cpu_us = []  # this thread's CPU time per optimized step: the host's share
         for _ in range(args.iters):
             for k, (step, out) in enumerate(zip(steps, times_us, strict=True)):
                 t0, c0 = time.perf_counter(), time.thread_time()
@@ -909,17 +912,30 @@ class LiveStorages:
 def measure_memory(rt, inputs) -> None:
     """One optimized step under :class:`LiveStorages`: the peak bytes each rank really held
     (arenas, inputs and every tensor the step made) next to commopt's prediction."""
+    cuda = rt.device.type == "cuda"
+    if cuda:  # library workspaces (cuBLAS's) are made by a first step, not counted in one
+        run_optimized(rt, fresh_inputs(inputs))
+        torch.cuda.synchronize(rt.device)
     step_inputs = fresh_inputs(inputs)
     arenas = list(rt.arenas.values())
     counter = LiveStorages([*arenas, *(v for v in step_inputs.values() if isinstance(v, torch.Tensor))])
+    if cuda:
+        torch.cuda.synchronize(rt.device)
+        torch.cuda.reset_peak_memory_stats(rt.device)
+        allocated_before = torch.cuda.memory_allocated(rt.device)
     with counter.mode():
         outputs = run_optimized(rt, step_inputs)
     del outputs
     arena_bytes = sum(a.untyped_storage().nbytes() for a in arenas)
     mine = {"rank": rt.rank, "peak_bytes": counter.peak, "arena_bytes": arena_bytes,
             "inputs_bytes": counter.base - arena_bytes, "backend_peak_bytes": counter.backend_peak}
-    if rt.device.type == "cuda":
-        mine["cuda_max_allocated_bytes"] = torch.cuda.max_memory_allocated(rt.device)
+    if cuda:
+        # the caching allocator's view of the same step: what it held at the step's start
+        # (arenas, inputs) plus the most it added during the step, block rounding and
+        # tensors kept for the NCCL stream included
+        torch.cuda.synchronize(rt.device)
+        added = torch.cuda.max_memory_allocated(rt.device) - allocated_before
+        mine["cuda_step_peak_bytes"] = counter.base + added
     every = [None] * rt.world
     dist.all_gather_object(every, mine)
     rt.memory = every
@@ -928,9 +944,11 @@ def measure_memory(rt, inputs) -> None:
         ratio = f", measured / predicted {r['peak_bytes'] / predicted:.3f}" if predicted else ""
         staged = (f"; the backend's own buffers seen at waits, not counted: peak "
                   f"{r['backend_peak_bytes']} bytes" if r["backend_peak_bytes"] else "")
+        allocator = (f"; CUDA caching allocator's peak for the step {r['cuda_step_peak_bytes']} "
+                     f"bytes" if "cuda_step_peak_bytes" in r else "")
         log(rt, f"memory rank {r['rank']}: peak {r['peak_bytes']} bytes measured (arenas "
                 f"{r['arena_bytes']}, inputs {r['inputs_bytes']}), predicted {predicted}{ratio}"
-                f"{staged}")
+                f"{staged}{allocator}")
 
 
 def write_results(rt, times_us: list[float], original_us: list[float] | None, args) -> None:

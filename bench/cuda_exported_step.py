@@ -1,0 +1,85 @@
+"""Time one step of a ``torch.export`` archive's graph module on one CUDA rank (NCCL, world 1).
+
+The peer of the generated runner's ``--out`` timings on a GPU machine, measured the same way:
+CUDA events around each step (no synchronization between steps) and the main thread's CPU
+time per step, after warm-up. The archive must have been exported at world size 1, so that
+its collectives name the world group (``"0"``) that this process creates. Needs only torch::
+
+    python bench/cuda_exported_step.py GRAPH.pt2 [--iters 200] [--warmup 10]
+
+prints one JSON line: ``{"graph", "median_us", "host_cpu_median_us", "iters"}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+
+def _placeholder_values(ep, device):
+    """The graph module's inputs: state dict, constants and example user inputs, on ``device``."""
+    import torch
+    import torch.utils._pytree as pytree
+    from torch.export.graph_signature import InputKind
+
+    args, kwargs = ep.example_inputs
+    user = iter(pytree.tree_leaves((tuple(args), dict(kwargs or {}))))
+    values = []
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind is InputKind.USER_INPUT:
+            value = next(user)
+        elif spec.kind is InputKind.PARAMETER:
+            value = ep.state_dict[spec.target].detach()
+        elif spec.kind is InputKind.BUFFER:
+            value = (ep.state_dict if spec.persistent else ep.constants)[spec.target]
+        else:
+            value = ep.constants[spec.target]
+        values.append(value.to(device) if isinstance(value, torch.Tensor) else value)
+    return values
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Load the archive, run it on CUDA under a one-rank NCCL world, print its step timings."""
+    import torch
+    import torch.distributed as dist
+
+    parser = argparse.ArgumentParser(prog="cuda_exported_step.py")
+    parser.add_argument("archive")
+    parser.add_argument("--iters", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=10)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    dist.init_process_group("nccl", rank=0, world_size=1, device_id=device)
+    try:
+        ep = torch.export.load(args.archive)
+        gm, inputs = ep.graph_module, _placeholder_values(ep, device)
+        with torch.no_grad():
+            for _ in range(args.warmup):
+                gm(*inputs)
+            torch.cuda.synchronize()
+            pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                     for _ in range(args.iters)]
+            cpu = []
+            for start, end in pairs:
+                c0 = time.thread_time()
+                start.record()
+                gm(*inputs)
+                end.record()
+                cpu.append((time.thread_time() - c0) * 1e6)
+            torch.cuda.synchronize()
+        times = [start.elapsed_time(end) * 1000.0 for start, end in pairs]
+        print(json.dumps({"graph": os.path.basename(args.archive), "median_us": statistics.median(times),
+                          "host_cpu_median_us": statistics.median(cpu), "iters": args.iters}))
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
