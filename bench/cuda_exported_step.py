@@ -7,7 +7,9 @@ its collectives name the world group (``"0"``) that this process creates. Needs 
 
     python bench/cuda_exported_step.py GRAPH.pt2 [--iters 200] [--warmup 10]
 
-prints one JSON line: ``{"graph", "median_us", "host_cpu_median_us", "iters"}``.
+prints one JSON line: ``{"graph", "median_us", "host_cpu_median_us", "iters"}``. An archive
+exported on CPU records ``device=cpu`` in the operators that make tensors; like the generated
+runner, this script points every such ``device`` keyword at the GPU before running.
 """
 
 from __future__ import annotations
@@ -41,6 +43,15 @@ def _placeholder_values(ep, device):
     return values
 
 
+def _on_device(gm, device):
+    """``gm`` with every operator's ``device`` keyword set to ``device`` (recompiled)."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and "device" in node.kwargs:
+            node.kwargs = {**node.kwargs, "device": device}
+    gm.recompile()
+    return gm
+
+
 def main(argv: list[str] | None = None) -> int:
     """Load the archive, run it on CUDA under a one-rank NCCL world, print its step timings."""
     import torch
@@ -58,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     dist.init_process_group("nccl", rank=0, world_size=1, device_id=device)
     try:
         ep = torch.export.load(args.archive)
-        gm, inputs = ep.graph_module, _placeholder_values(ep, device)
+        gm, inputs = _on_device(ep.graph_module, device), _placeholder_values(ep, device)
         with torch.no_grad():
             for _ in range(args.warmup):
                 gm(*inputs)
