@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,10 @@ CHROME_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--disable-dev-shm-usage", "--window-size=1280,900",
 ]
+
+
+#: How long :meth:`Browser.console_log` waits for the page's console to be delivered.
+CONSOLE_TIMEOUT_S = 10.0
 
 
 def find_browser() -> tuple[str, str] | None:
@@ -44,6 +49,7 @@ class Browser:
         for arg in [*CHROME_ARGS, f"--user-data-dir={self.profile}"]:
             options.add_argument(arg)
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        self._flushes = 0
         try:
             self.driver = webdriver.Chrome(service=Service(executable_path=driver), options=options)
         except BaseException:
@@ -59,8 +65,25 @@ class Browser:
         return self.driver.execute_script(script, *args)
 
     def console_log(self) -> list[dict[str, Any]]:
-        """Browser console entries since the last call."""
-        return self.driver.get_log("browser")
+        """Browser console entries since the last call, every one the page wrote so far.
+
+        chromedriver hands console messages over as they arrive from the page, so an error
+        the page threw just now may not be in the log yet (a check read too early misses it).
+        The page therefore writes a marker last, and the log is read until the marker is in
+        it: in-order delivery means everything written before it has arrived too.
+        """
+        self._flushes += 1
+        marker = f"commopt-console-flush-{self._flushes}"
+        self.driver.execute_script("console.info(arguments[0]);", marker)
+        entries: list[dict[str, Any]] = []
+        deadline = time.monotonic() + CONSOLE_TIMEOUT_S
+        while time.monotonic() < deadline:
+            for entry in self.driver.get_log("browser"):
+                if marker in entry.get("message", ""):
+                    return entries
+                entries.append(entry)
+        raise TimeoutError(f"the browser console did not deliver {marker!r} within "
+                           f"{CONSOLE_TIMEOUT_S} s")
 
     def screenshot(self, path: str | Path) -> bytes:
         """Save a PNG screenshot of the viewport to ``path``; returns the bytes."""
