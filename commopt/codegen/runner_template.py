@@ -99,6 +99,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "(one file per rank)")
     p.add_argument("--backend", choices=["nccl", "gloo"],
                    help="process-group backend (default: nccl with CUDA, else gloo)")
+    p.add_argument("--gloo-threads", type=int, default=1, metavar="N",
+                   help="worker threads of each gloo process group (default 1: a group's "
+                        "collectives run one at a time in issue order, as on NCCL's one stream "
+                        "per group; torch's default of 2 can corrupt the heap when several "
+                        "collectives of a group are in flight); 0 keeps torch's default")
     p.add_argument("--buffers", choices=["auto", "registered", "symmetric", "plain"],
                    default="auto", help="how arenas are allocated on CUDA (default auto)")
     p.add_argument("--verify", action="store_true",
@@ -142,6 +147,7 @@ def init_world(args) -> SimpleNamespace:
     else:
         device = torch.device("cpu")
         if owns_world:
+            limit_gloo_threads(args.gloo_threads)
             dist.init_process_group("gloo")
     rt = SimpleNamespace(rank=rank, world=world, local_rank=local_rank, backend=backend,
                          device=device, buffer_mode="none", owns_world=owns_world, works={},
@@ -149,8 +155,42 @@ def init_world(args) -> SimpleNamespace:
     if WORLD_SIZE is not None and world != WORLD_SIZE:
         raise RunnerError(f"the graph was made for {WORLD_SIZE} ranks, this run has {world}: "
                           f"start it with --nproc-per-node/--nnodes giving {WORLD_SIZE}")
-    log(rt, f"world: {world} ranks, backend {backend}, device {device.type}")
+    threads = f", {gloo_threads()} worker thread(s) per group" if backend == "gloo" else ""
+    log(rt, f"world: {world} ranks, backend {backend}, device {device.type}{threads}")
     return rt
+
+
+def limit_gloo_threads(threads: int) -> None:
+    """Make the gloo process groups created from now on run ``threads`` worker threads.
+
+    torch gives each gloo group two by default, and two collectives of one group in flight at
+    once (which a reordered step has) have corrupted the heap in torch 2.13's gloo. The
+    thread count is a private option of ``ProcessGroupGloo``: where this torch lacks it, the
+    default stays and the start-up line says how many threads the groups really have.
+    """
+    import torch.distributed.distributed_c10d as c10d
+
+    base = c10d.ProcessGroupGloo
+    if threads <= 0 or not hasattr(base, "_Options") or not hasattr(base, "create_default_device"):
+        return
+
+    class GlooWithThreads(base):
+        def __init__(self, store, rank, size, timeout):
+            options = base._Options()
+            options._timeout = timeout
+            options._threads = threads
+            options._devices = [base.create_default_device()]
+            super().__init__(store, rank, size, options)
+
+    c10d.ProcessGroupGloo = GlooWithThreads
+
+
+def gloo_threads() -> str:
+    """How many worker threads the world's gloo backend runs, read back from the backend."""
+    try:
+        return str(dist.group.WORLD._get_backend(torch.device("cpu")).options._threads)
+    except Exception:  # noqa: BLE001 - private API: say so rather than fail the run
+        return "an unknown number of"
 
 
 def create_groups(rt) -> None:

@@ -215,3 +215,5 @@ def test_ranks_with_different_plans_stop_with_the_digest_error(tmp_path: Path) -
     assert proc.returncode != 0
     assert "buffer plan digest differs across ranks" in proc.stderr
     assert "rank 0:" in proc.stderr and "rank 1:" in proc.stderr
+    # started as a script, the runner itself gives each gloo group one worker thread
+    assert "backend gloo, device cpu, 1 worker thread(s) per group" in proc.stderr
