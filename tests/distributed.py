@@ -68,22 +68,11 @@ def _from_bytes(data: bytes) -> Any:
 def use_gloo_worker_threads(threads: int = GLOO_WORKER_THREADS) -> None:
     """Make every gloo process group created after this call, in this process, run its
     collectives on ``threads`` worker threads (``init_process_group``, ``new_group`` and
-    ``DeviceMesh`` all build gloo backends through the class patched here)."""
-    import torch.distributed.distributed_c10d as c10d
+    ``DeviceMesh`` all build gloo backends through the class patched here): the generated
+    runner's own ``limit_gloo_threads``, so tests and runners set it the same way."""
+    from commopt.codegen.runner_template import limit_gloo_threads
 
-    base = getattr(c10d.ProcessGroupGloo, "commopt_base", c10d.ProcessGroupGloo)
-
-    class GlooWithThreads(base):
-        commopt_base = base
-
-        def __init__(self, store: Any, rank: int, size: int, timeout: timedelta) -> None:
-            options = base._Options()
-            options._timeout = timeout
-            options._threads = threads
-            options._devices = [base.create_default_device()]
-            super().__init__(store, rank, size, options)
-
-    c10d.ProcessGroupGloo = GlooWithThreads
+    limit_gloo_threads(threads)
 
 
 def gloo_worker_threads(group: Any = None) -> int:

@@ -170,11 +170,13 @@ def limit_gloo_threads(threads: int) -> None:
     """
     import torch.distributed.distributed_c10d as c10d
 
-    base = c10d.ProcessGroupGloo
+    base = getattr(c10d.ProcessGroupGloo, "commopt_base", c10d.ProcessGroupGloo)  # called again
     if threads <= 0 or not hasattr(base, "_Options") or not hasattr(base, "create_default_device"):
         return
 
     class GlooWithThreads(base):
+        commopt_base = base
+
         def __init__(self, store, rank, size, timeout):
             options = base._Options()
             options._timeout = timeout
