@@ -13,7 +13,9 @@ replays the bucketed program directly on the source graph instead:
   the same order), so its makespan is the simulator's makespan of the rewritten graph, exactly
   (tests/bucketing/test_replay.py checks it on corpus graphs);
 - a candidate changes nothing before the first site of the bucket it changes: its replay
-  starts there, from the clock, streams and node ends the kept program had (:meth:`Program.try_bucket`).
+  starts there, from the clock, streams and node ends the kept program had
+  (:meth:`Program.try_bucket`); after the last site, where nothing is earlier than in the
+  kept program, the rest cannot end earlier either, and the replay stops there.
 
 Durations of the added nodes come from the estimator, asked on a small graph of the bucket's
 nodes and the members' inputs (:func:`added_durations`): the estimators cost a node from the
@@ -146,16 +148,18 @@ class Program:
         self.added: list[Added] = []  # the buckets of the kept program, in choice order
         self.steps = 0
         self._tried: tuple[int | None, Added, _State] | None = None
-        self.state = self._replay(list(order), 0, None, [0.0] * len(graph))
+        self.state = self._replay(list(order))
 
     @property
     def makespan_us(self) -> float:
         """The kept program's makespan."""
         return self.state.makespan_us
 
-    def try_bucket(self, bucket: Bucket, replaces: int | None) -> float:
+    def try_bucket(self, bucket: Bucket, replaces: int | None) -> float | None:
         """The makespan with ``bucket`` added (``replaces``: None) or in place of kept bucket
-        number ``replaces`` (every member of which it must hold)."""
+        number ``replaces`` (every member of which it must hold); None when it cannot be
+        shorter than the kept program's (:meth:`_dominated`), found without replaying the
+        rest of the program."""
         slot = len(self.added) if replaces is None else replaces
         new = self._add(bucket, self.tags(slot))
         old = None if replaces is None else self.added[replaces]
@@ -169,12 +173,40 @@ class Program:
         p0, q = min(spots), max(spots) + 1
         window = self._window(state.seq[p0:q], new, old, drop)
         end = state.end + [0.0] * (len(self.nodes.codes) - len(state.end))
-        tried = self._replay(window + state.seq[q:], p0, state, end)
+        run = _Run(end, state.clock[:p0], state.comm_end[:p0], state.streams[:p0],
+                   state.clock[p0], state.comm_end[p0], state.streams[p0])
+        self._advance(run, window)
+        if self._dominated(run, state, q, window, new):
+            self._tried = None
+            return None
+        self._advance(run, state.seq[q:])
+        tried = _State(state.seq[:p0] + window + state.seq[q:], end, run.clock, run.comm, run.streams,
+                       max(run.t, run.comm_end))
         self._tried = (replaces, new, tried)
         return tried.makespan_us
 
+    @staticmethod
+    def _dominated(run: _Run, base: _State, q: int, window: list[int], new: Added) -> bool:
+        """Whether, after the changed window, nothing is earlier than in the kept program at
+        the same place: the compute clock, the latest collective end, every stream, and the
+        end of every node the rest can read (the window's source nodes and the members'
+        waits; earlier nodes are unchanged). The replay only takes maxima and adds the same
+        durations, so the rest then ends no earlier: the makespan cannot drop."""
+        if q >= len(base.clock) or run.t < base.clock[q] or run.comm_end < base.comm_end[q]:
+            return False
+        mine = dict(run.streams_now)
+        for g, free in base.streams[q]:
+            if mine.get(g, 0.0) < free:
+                return False
+        end, old = run.end, base.end
+        n = len(old)
+        for x in window:
+            if x < n and end[x] < old[x]:
+                return False
+        return all(end[x] >= old[x] for x in new.removed)
+
     def accept(self) -> None:
-        """Keep the program of the last :meth:`try_bucket`."""
+        """Keep the program of the last :meth:`try_bucket` (one that returned a makespan)."""
         replaces, new, tried = self._tried
         if replaces is None:
             self.added.append(new)
@@ -228,18 +260,21 @@ class Program:
             out.append(x)
         return out
 
-    def _replay(self, seq: list[int], p0: int, base: _State | None, end: list[float]) -> _State:
-        """Replay ``seq`` from place ``p0`` of ``base`` (its state there; None: from the start),
-        with the arithmetic of :func:`commopt.sim.engine.makespan_us`."""
+    def _replay(self, seq: list[int]) -> _State:
+        """Replay the whole of ``seq`` from the start."""
+        run = _Run([0.0] * len(self.nodes.codes), [], [], [], 0.0, 0.0, ())
+        self._advance(run, seq)
+        state = _State(seq, run.end, run.clock, run.comm, run.streams, max(run.t, run.comm_end))
+        state.index()
+        return state
+
+    def _advance(self, run: _Run, seq: list[int]) -> None:
+        """Replay ``seq`` on from ``run``'s state, recording the state before each place, with
+        the arithmetic of :func:`commopt.sim.engine.makespan_us`."""
         nodes = self.nodes
         codes, inputs, lane, dur, alias = nodes.codes, nodes.inputs, nodes.lane, nodes.dur, nodes.alias
-        if base is None:
-            t = comm_end = 0.0
-            snap: tuple = ()
-            clock, comm, streams = [], [], []
-        else:
-            t, comm_end, snap = base.clock[p0], base.comm_end[p0], base.streams[p0]
-            clock, comm, streams = base.clock[:p0], base.comm_end[:p0], base.streams[:p0]
+        end, clock, comm, streams = run.end, run.clock, run.comm, run.streams
+        t, comm_end, snap = run.t, run.comm_end, run.streams_now
         free = dict(snap)
         for i in seq:
             clock.append(t)
@@ -264,8 +299,18 @@ class Program:
             else:  # compute, or a wait (its inputs are its collective)
                 t = end[i] = (ready if ready > t else t) + dur[i]
         self.steps += len(seq)
-        full = seq if base is None else base.seq[:p0] + seq
-        state = _State(full, end, clock, comm, streams, max(t, comm_end))
-        if base is None:
-            state.index()
-        return state
+        run.t, run.comm_end, run.streams_now = t, comm_end, snap
+
+
+@dataclass
+class _Run:
+    """A replay under way: node ends, the state recorded before each place so far, and the
+    compute clock, latest collective end and streams (``(group, free at)`` pairs) now."""
+
+    end: list[float]
+    clock: list[float]
+    comm: list[float]
+    streams: list[tuple]
+    t: float
+    comm_end: float
+    streams_now: tuple

@@ -5,9 +5,16 @@ member's input, its result is held until the last member is read back, the copie
 cost compute time, and its buffer is larger. None of that is a fixed byte threshold, so the
 choice is made on the order at hand: members of one class (see
 :func:`commopt.bucketing.eligibility.class_key`) are taken in issue order and a bucket grows by
-its next member exactly when the bucketed program, simulated with the same durations for the
-nodes it keeps and estimates for the nodes it adds, is faster and still fits every memory
-budget.
+its next member when the bucketed program, simulated with the same durations for the
+nodes it keeps and estimates for the nodes it adds, is faster; the run is then kept as a
+bucket when the rewritten program is faster and fits every memory budget.
+
+Trying a merge does not rewrite the graph: :mod:`commopt.bucketing.replay` replays the
+bucketed program from the first place the merge changes, with the simulator's arithmetic (the
+same makespan, exactly). The graph is rewritten only to prove a run (its simulated makespan
+and its memory budgets, which need the rewritten graph): once per run when it fits; when it
+does not, its longest fitting prefix is found by halving, and the class's later runs are
+proven at one member more than that prefix as they grow (memory grows with the run).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from commopt.ir.schedule import Schedule
 #: At most this much work is spent choosing buckets, counted in nodes replayed (a candidate
 #: replays the program from the first place it changes, :mod:`commopt.bucketing.replay`);
 #: candidates past it are not examined (and the pass record says how many).
-BUCKET_WORK = 50_000_000
+BUCKET_WORK = 15_000_000
 #: A rewrite of the whole graph with its simulation and memory check counts as replaying
 #: this many times its nodes (measured: about as long).
 REWRITE_WORK = 50
@@ -43,15 +50,17 @@ class Trial:
 
     def fits(self) -> bool:
         """Whether the bucketed program keeps the memory budgets (asked only of merges that
-        pay: planning the footprint costs more than simulating)."""
+        pay: the footprint's arenas cost more than simulating)."""
         graph = self.rewritten.graph
         return self.budgets(graph, list(range(len(graph))))
 
 
 @dataclass(frozen=True)
 class Choice:
-    """The buckets kept (the best trial, None when no merge paid), and how many candidate
-    merges were simulated and left unexamined."""
+    """The buckets kept (the best trial, None when no merge paid), how many candidate merges
+    were simulated (``examined``, replayed) and left unexamined, how many bucketed programs
+    were rewritten to prove them, the work spent (:data:`BUCKET_WORK`'s units) and how many
+    rewritten programs' makespans ``differed`` from the replay (0: the replay is exact)."""
 
     best: Trial | None
     examined: int
@@ -101,9 +110,10 @@ class _Chooser:
         self.best_us = baseline_us
         self.examined = self.unexamined = self.rewrites = self.differed = 0
         self.steps = 0  # work of replays past and rewrites (see BUCKET_WORK)
-        #: set once a run's rewrite did not fit: from then on every merge is proven as tried
-        self.eager = False
-        self.pending: tuple[list[int], Trial] | None = None
+        #: in the class being cut, the length of the last bucket the memory budget cut short
+        self.cut: int | None = None
+        #: the longest prefix of the growing run already proven, with its trial
+        self.proven: tuple[list[int], Trial] | None = None
         names = _Names(graph)
         tags: list[str] = []
 
@@ -118,6 +128,7 @@ class _Chooser:
     def grow(self, members: list[int]) -> None:
         """Cut one class into buckets: a run grows by its next member while the replayed
         makespan drops; each run is then proven (:meth:`_prove`)."""
+        self.cut = None
         current = [members[0]]
         k = 1
         while k < len(members):
@@ -132,7 +143,8 @@ class _Chooser:
 
     def _pays(self, cand: list[int], replaces: bool) -> bool:
         """Whether ``cand`` (the run growing now plus one member) shortens the replayed
-        makespan; when memory has been short (:attr:`eager`), it must also be proven."""
+        makespan; at one more member than the class's last bucket the memory cut short
+        (:attr:`cut`), it must also be proven."""
         if self._spent() or bucket_problem(self.graph, self.order, cand) is not None:
             return False
         if self.program is None:
@@ -140,32 +152,34 @@ class _Chooser:
         self.examined += 1
         program = self.program
         us = program.try_bucket(Bucket(tuple(cand)), len(self.kept) if replaces else None)
-        if not us < program.makespan_us * (1.0 - MIN_GAIN):
+        if us is None or not us < program.makespan_us * (1.0 - MIN_GAIN):
             return False
-        if self.eager:
+        if self.cut is not None and len(cand) == self.cut + 1:
             trial = self._trial(cand, us)
             if not self._good(trial):
                 return False
-            self.pending = (cand, trial)
+            self.proven = (cand, trial)
         program.accept()
         return True
 
     def _prove(self, run: list[int]) -> int:
         """Keep ``run`` as a bucket when the rewritten program, simulated, is faster than the
         buckets kept and fits the budgets. Otherwise keep its longest prefix that does
-        (halving: memory grows with the run), replay the program again, prove every later
-        merge as it is tried (:attr:`eager`), and return the prefix's length (1: none)."""
+        (halving: memory grows with the run; :attr:`cut` remembers its length), replay the
+        program again, and return the prefix's length (1: none)."""
         if len(run) < 2:
             return len(run)
-        if self.pending is not None and self.pending[0] == run:
-            self._keep(run, self.pending[1])
-            return len(run)
-        trial = self._trial(run, self.program.makespan_us)
-        if self._good(trial):
-            self._keep(run, trial)
-            return len(run)
-        self.eager = True
-        lo, hi, best = 1, len(run), None
+        lo, best = 1, None
+        if self.proven is not None and run[:len(self.proven[0])] == self.proven[0]:
+            lo, best = len(self.proven[0]), self.proven[1]
+        if lo < len(run):
+            trial = self._trial(run, self.program.makespan_us)
+            if self._good(trial):
+                lo, best = len(run), trial
+        if lo == len(run):
+            self._keep(run, best)
+            return lo
+        hi = len(run)
         while hi - lo > 1:
             mid = (lo + hi) // 2
             t = self._trial(run[:mid], None)
@@ -175,6 +189,7 @@ class _Chooser:
                 hi = mid
         if best is not None:
             self._keep(run[:lo], best)
+        self.cut = lo
         self.steps += self.program.steps
         self.program = self._replayed()
         return lo
@@ -196,7 +211,7 @@ class _Chooser:
     def _keep(self, run: list[int], trial: Trial) -> None:
         self.kept.append(Bucket(tuple(run)))
         self.best, self.best_us = trial, trial.makespan_us
-        self.pending = None
+        self.proven = None
 
     def _replayed(self) -> Program:
         """The replayed program of the kept buckets."""
