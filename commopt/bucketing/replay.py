@@ -14,8 +14,9 @@ replays the bucketed program directly on the source graph instead:
   (tests/bucketing/test_replay.py checks it on corpus graphs);
 - a candidate changes nothing before the first site of the bucket it changes: its replay
   starts there, from the clock, streams and node ends the kept program had
-  (:meth:`Program.try_bucket`); after the last site, where nothing is earlier than in the
-  kept program, the rest cannot end earlier either, and the replay stops there.
+  (:meth:`Program.try_bucket`); once nothing is earlier than in the kept program at the
+  same place (after the changed sites, the same nodes follow), the rest cannot end earlier
+  either, and the replay stops there: the candidate does not pay.
 
 Durations of the added nodes come from the estimator, asked on a small graph of the bucket's
 nodes and the members' inputs (:func:`added_durations`): the estimators cost a node from the
@@ -33,6 +34,8 @@ from commopt.ir.graph import Graph, Node, NodeKind
 from commopt.sim.model import ZERO_TIME_KINDS, step_durations, stream_of
 
 _COMPUTE, _COLL, _WAIT, _VIEW, _READBACK = 0, 1, 2, 3, 4
+#: A candidate's replay checks every this many nodes whether it can stop (:meth:`Program._dominated`).
+_CHUNK = 128
 
 
 @dataclass
@@ -126,10 +129,17 @@ class _State:
     streams: list[tuple]
     makespan_us: float
     pos: dict[int, int] = field(default_factory=dict)
+    last_read: list[int] = field(default_factory=list)
 
-    def index(self) -> None:
-        """Fill :attr:`pos` (each id's place in :attr:`seq`)."""
+    def index(self, inputs: list[tuple[int, ...]]) -> None:
+        """Fill :attr:`pos` (each id's place in :attr:`seq`) and :attr:`last_read` (the last
+        place that reads each id; -1: none)."""
         self.pos = {x: p for p, x in enumerate(self.seq)}
+        last = [-1] * len(self.end)
+        for p, x in enumerate(self.seq):
+            for i in inputs[x]:
+                last[i] = p
+        self.last_read = last
 
 
 class Program:
@@ -176,34 +186,37 @@ class Program:
         run = _Run(end, state.clock[:p0], state.comm_end[:p0], state.streams[:p0],
                    state.clock[p0], state.comm_end[p0], state.streams[p0])
         self._advance(run, window)
-        if self._dominated(run, state, q, window, new):
-            self._tried = None
-            return None
-        self._advance(run, state.seq[q:])
-        tried = _State(state.seq[:p0] + window + state.seq[q:], end, run.clock, run.comm, run.streams,
+        old_end, n = state.end, len(state.end)
+        earlier = {x for x in (*window, *new.removed) if x < n and end[x] < old_end[x]}
+        tail = state.seq[q:]
+        for j in range(0, len(tail), _CHUNK):
+            if self._dominated(run, state, q + j, earlier):
+                self._tried = None
+                return None
+            chunk = tail[j:j + _CHUNK]
+            self._advance(run, chunk)
+            earlier.update(x for x in chunk if end[x] < old_end[x])
+        tried = _State(state.seq[:p0] + window + tail, end, run.clock, run.comm, run.streams,
                        max(run.t, run.comm_end))
         self._tried = (replaces, new, tried)
         return tried.makespan_us
 
     @staticmethod
-    def _dominated(run: _Run, base: _State, q: int, window: list[int], new: Added) -> bool:
-        """Whether, after the changed window, nothing is earlier than in the kept program at
-        the same place: the compute clock, the latest collective end, every stream, and the
-        end of every node the rest can read (the window's source nodes and the members'
-        waits; earlier nodes are unchanged). The replay only takes maxima and adds the same
-        durations, so the rest then ends no earlier: the makespan cannot drop."""
-        if q >= len(base.clock) or run.t < base.clock[q] or run.comm_end < base.comm_end[q]:
+    def _dominated(run: _Run, base: _State, p: int, earlier: set[int]) -> bool:
+        """Whether, before place ``p`` of the rest (the same nodes as the kept program's from
+        there), nothing is earlier than in the kept program: the compute clock, the latest
+        collective end, every stream, and the end of every node a later place reads
+        (``earlier``: the nodes that ended earlier; those no later place reads are dropped).
+        The replay only takes maxima and adds the same durations, so the rest then ends no
+        earlier: the makespan cannot drop."""
+        if run.t < base.clock[p] or run.comm_end < base.comm_end[p]:
+            return False
+        last = base.last_read
+        earlier.difference_update([x for x in earlier if last[x] < p])
+        if earlier:
             return False
         mine = dict(run.streams_now)
-        for g, free in base.streams[q]:
-            if mine.get(g, 0.0) < free:
-                return False
-        end, old = run.end, base.end
-        n = len(old)
-        for x in window:
-            if x < n and end[x] < old[x]:
-                return False
-        return all(end[x] >= old[x] for x in new.removed)
+        return all(mine.get(g, 0.0) >= free for g, free in base.streams[p])
 
     def accept(self) -> None:
         """Keep the program of the last :meth:`try_bucket` (one that returned a makespan)."""
@@ -212,7 +225,7 @@ class Program:
             self.added.append(new)
         else:
             self.added[replaces] = new
-        tried.index()
+        tried.index(self.nodes.inputs)
         self.state, self._tried = tried, None
 
     def _add(self, bucket: Bucket, tag: str) -> Added:
@@ -265,7 +278,7 @@ class Program:
         run = _Run([0.0] * len(self.nodes.codes), [], [], [], 0.0, 0.0, ())
         self._advance(run, seq)
         state = _State(seq, run.end, run.clock, run.comm, run.streams, max(run.t, run.comm_end))
-        state.index()
+        state.index(self.nodes.inputs)
         return state
 
     def _advance(self, run: _Run, seq: list[int]) -> None:
