@@ -189,7 +189,7 @@ class _Chooser:
                 hi = mid
         if best is not None:
             self._keep(run[:lo], best)
-        self.cut = lo
+        self.cut, self.proven = lo, None
         self.steps += self.program.steps
         self.program = self._replayed()
         return lo
