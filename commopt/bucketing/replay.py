@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from commopt.bucketing.rewrite import Bucket, _bucket_nodes, _Pending, member_input
+from commopt.bucketing.rewrite import Bucket, _bucket_nodes, _Pending, _remap
 from commopt.ir.args import iter_refs
 from commopt.ir.graph import Graph, Node, NodeKind
 from commopt.sim.model import ZERO_TIME_KINDS, step_durations, stream_of
@@ -99,8 +99,6 @@ def added_durations(graph: Graph, pending: list[_Pending],
                 keys[r] = len(nodes)
                 nodes.append(Node(index=len(nodes), name=src.name, kind=NodeKind.INPUT, op=src.op,
                                   outputs=src.outputs))
-    from commopt.bucketing.rewrite import _remap
-
     first = len(nodes)
     for k, p in enumerate(pending):
         keys[p.key] = first + k
