@@ -6,6 +6,13 @@ size. :func:`freezing_gc` wraps a command: inside it :func:`freeze_long_lived` m
 object alive so far out of the collector's view (``gc.freeze``), and on the way out they are
 handed back (``gc.unfreeze``), so nothing stays frozen after the call. Reference counting
 still frees frozen objects; only cycles among them wait until the unfreeze.
+
+Inside the command the youngest generation is also collected less often
+(:data:`YOUNG_THRESHOLD` allocations instead of Python's 700): the stages build and drop
+hundreds of thousands of acyclic objects (events, lists, tuples), which reference counting
+frees, and at the default threshold the collector ran thousands of times and every tenth of
+those promoted survivors towards full collections (100k nodes: ~2 s of ~18 s CPU). Cycles are
+still collected, only in larger batches; the caller's thresholds are restored on the way out.
 """
 
 from __future__ import annotations
@@ -19,6 +26,9 @@ from typing import ParamSpec, TypeVar
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: Allocations (net of frees) between collections of the youngest generation inside a command.
+YOUNG_THRESHOLD = 100_000
+
 _OWNER: contextvars.ContextVar[bool] = contextvars.ContextVar("commopt_gc_freeze_owner", default=False)
 
 
@@ -31,9 +41,12 @@ def freezing_gc(fn: Callable[P, R]) -> Callable[P, R]:
         if _OWNER.get() or gc.get_freeze_count():
             return fn(*args, **kwargs)
         token = _OWNER.set(True)
+        thresholds = gc.get_threshold()
+        gc.set_threshold(max(YOUNG_THRESHOLD, thresholds[0]), *thresholds[1:])
         try:
             return fn(*args, **kwargs)
         finally:
+            gc.set_threshold(*thresholds)
             _OWNER.reset(token)
             gc.unfreeze()
 
