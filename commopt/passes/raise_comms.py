@@ -12,6 +12,7 @@ from commopt.ir.graph import Graph, NodeKind
 from commopt.passes._common import (
     collective_chain,
     demand_order,
+    neighbour_lists,
     widest_fitting,
     zero_cost_view_mask,
 )
@@ -55,11 +56,7 @@ class RaiseComms(Pass):
             if node.kind is NodeKind.INPUT:
                 fence[node.index] = 1
         chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
-
-        def succs(v: int) -> Sequence[int]:
-            ss = sidx[sptr[v]:sptr[v + 1]]
-            b = chain.get(v)
-            return ss if b is None else [*ss, b]
+        succs = neighbour_lists(sptr, sidx, chain)
 
         dur = ctx.durations_us
         step = [dur[i] if nodes[i].kind is NodeKind.COMPUTE else 0.0 for i in range(n)]

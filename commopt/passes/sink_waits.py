@@ -12,6 +12,7 @@ from commopt.ir.graph import Graph, NodeKind
 from commopt.passes._common import (
     collective_chain,
     demand_order,
+    neighbour_lists,
     widest_fitting,
     zero_cost_view_mask,
 )
@@ -50,13 +51,7 @@ class SinkWaits(Pass):
             if node.kind is NodeKind.OUTPUT:
                 fence[node.index] = 1
         chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
-        back = {b: a for a, b in chain.items()}
-        ptr, idx = graph.pred_arrays()
-
-        def preds(v: int) -> Sequence[int]:
-            ps = idx[ptr[v]:ptr[v + 1]]
-            a = back.get(v)
-            return ps if a is None else [*ps, a]
+        preds = neighbour_lists(*graph.pred_arrays(), {b: a for a, b in chain.items()})
 
         dur = ctx.durations_us
         step = [dur[i] if nodes[i].kind is NodeKind.COMPUTE else 0.0 for i in range(n)]
