@@ -36,6 +36,7 @@ from commopt.ir.schedule import Schedule
 from commopt.passes._common import (
     collective_chain,
     most_robust,
+    neighbour_lists,
     zero_cost_view_mask,
 )
 from commopt.passes.base import Pass, PassContext
@@ -371,6 +372,7 @@ class _Prepared:
         self.pos = Schedule(order, n).positions
         self.sptr, self.sidx = graph.succ_arrays()
         self.chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
+        self.succ = neighbour_lists(self.sptr, self.sidx, self.chain)  # data edges, then the chain's
         self.kind = [node.kind for node in graph.nodes]
         self.viewish = zero_cost_view_mask(graph)
         self.seq, self.colls, self.need = self._need_ranks()
@@ -450,7 +452,7 @@ class _ListScheduler:
         self.n = n = len(graph.nodes)
         self.dur = ctx.durations_us
         p = prepared
-        self.pos, self.sptr, self.sidx, self.chain = p.pos, p.sptr, p.sidx, p.chain
+        self.pos, self.succ = p.pos, p.succ
         self.kind, self.viewish = p.kind, p.viewish
         self.lookahead = policy.lookahead
         self.by_level = policy.priority == "bottom-level"
@@ -628,20 +630,15 @@ class _ListScheduler:
                 for u in self.users_of.get(r, ()):
                     if self.ready[u] and not self.done[u]:
                         heapq.heappush(self.mem_q, (self.net_bytes(u), pos[u], u))
-        indeg, sidx = self.indeg, self.sidx
-        for k in range(self.sptr[i], self.sptr[i + 1]):
-            s = sidx[k]
+        indeg = self.indeg
+        for s in self.succ[i]:
             indeg[s] -= 1
             if indeg[s] == 0:
                 self.push(s)
-        b = self.chain.get(i)
-        if b is not None:
-            indeg[b] -= 1
-            if indeg[b] == 0:
-                self.push(b)
-        done, order, n = self.done, self.order, self.n
-        while self.front < n and done[order[self.front]]:
-            self.front += 1
+        front, done, order, n = self.front, self.done, self.order, self.n
+        while front < n and done[order[front]]:
+            front += 1
+        self.front = front
 
     def reserved(self, i: int) -> bool:
         """Whether running ``i`` now would eat into the room the input order's future peak
