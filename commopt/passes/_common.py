@@ -140,8 +140,8 @@ def within_budget(graph: Graph, order: Sequence[int], budget_bytes: int | None) 
 def widest_fitting(
     order: Sequence[int],
     fits: Callable[[Sequence[int]], bool],
-    build: Callable[[float], list[int]],
-) -> list[int]:
+    build: Callable[[float], Sequence[int]],
+) -> Sequence[int]:
     """The order ``build(factor)`` for the widest window factor that ``fits`` the memory
     budgets (:meth:`commopt.passes.base.PassContext.fits`).
 
@@ -153,7 +153,7 @@ def widest_fitting(
     if fits(first):
         return first
     lo, hi = 1, len(WINDOW_FACTORS) - 1  # search the first fitting index in [lo, hi]
-    best: list[int] | None = None
+    best: Sequence[int] | None = None
     while lo <= hi:
         mid = (lo + hi) // 2
         cand = build(WINDOW_FACTORS[mid])

@@ -347,7 +347,7 @@ class _MaxProfile:
 
 def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int | None,
               policy: _Policy, model: MemoryModel,
-              prepared: _Prepared | None = None) -> tuple[list[int], float, float, int]:
+              prepared: _Prepared | None = None) -> tuple[Schedule, float, float, int]:
     """One list schedule: the order, its makespan and exposed communication on the
     scheduler's clock (the simulator's model) and its padded peak memory. ``prepared``: the
     facts every schedule of ``order`` under ``ctx``'s chain rule shares (made when None)."""
@@ -484,14 +484,16 @@ class _ListScheduler:
         self.next_seq = 0
         self.output_node = -1
 
-    def run(self) -> tuple[list[int], float, float, int]:
-        """The schedule, its makespan and exposed communication, and its padded peak."""
+    def run(self) -> tuple[Schedule, float, float, int]:
+        """The schedule (checked once here: the budget checks and the simulator reuse its
+        positions), its makespan and exposed communication, and its padded peak."""
         for i in self.order:
             if self.indeg[i] == 0:
                 self.push(i)
         while len(self.out) < self.n:
             self.step()
-        return self.out, max([self.t, *self.stream_free.values()]), self.exposed, self.peak
+        makespan_us = max([self.t, *self.stream_free.values()])
+        return Schedule(self.out, self.n), makespan_us, self.exposed, self.peak
 
     def step(self) -> None:
         """Schedule one node, by the rules of the module docstring, in priority order."""
