@@ -162,6 +162,7 @@ def optimize(
         hardware_name = options.hardware
         notes.extend(chain.notes)
     t_est = time.perf_counter() - t1
+    freeze_long_lived()  # the durations (and the estimator's caches) live on too
     cross = decide_cross_group(g, allow_cross_group_reorder, estimator=estimator_name)
     allow_cross_group_reorder = cross.allowed
 
@@ -198,6 +199,7 @@ def optimize(
                                           timings)
     pipeline = _as_saved(g_out, pipeline, durs_out, allow_cross_group_reorder, notes)
     t_passes = time.perf_counter() - t2
+    freeze_long_lived()  # the pipeline's orders and simulations are kept for the summary
     if ctx.memory_budget_bytes is not None and colls:
         from commopt.sim import peak_memory
 
