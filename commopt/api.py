@@ -22,7 +22,7 @@ from commopt.buffers.footprint import footprint_summary
 from commopt.cross_group import decide_cross_group, not_one_program
 from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
-from commopt.gc_freeze import freeze_long_lived, freezing_gc
+from commopt.gc_freeze import collector_paused, freeze_long_lived, freezing_gc
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import parse_assumptions
@@ -135,8 +135,9 @@ def optimize(
     pipeline_passes = [registry.create(n) for n in names]
 
     t0 = time.perf_counter()
-    with progress.stage("load"):
+    with progress.stage("load"), collector_paused():
         g = load_graph(graph, groups=groups, mesh=mesh, world_size=world_size, assume=assumptions)
+        freeze_long_lived()  # before the collector resumes: no collection ever scans the graph
     require_known_group_sizes(g)
     find_persistent_params(g, persistent_params)  # a group name the graph lacks: refused now
     freeze_long_lived()  # the graph lives for the whole call: no collection scans it again

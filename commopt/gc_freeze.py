@@ -17,10 +17,11 @@ still collected, only in larger batches; the caller's thresholds are restored on
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import ParamSpec, TypeVar
 
 P = ParamSpec("P")
@@ -58,3 +59,19 @@ def freeze_long_lived() -> None:
     (a stage's results that later stages keep, e.g. the loaded graph). Elsewhere: nothing."""
     if _OWNER.get():
         gc.freeze()
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No collection while the block runs; the collector's previous state is restored after.
+    Building millions of small, acyclic objects that all live on (a loaded graph) otherwise
+    triggers full collections that rescan everything already built. Inside a command, freeze
+    what the block built (:func:`freeze_long_lived`) before leaving it, or the first
+    collection after it scans all of it once."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -59,3 +59,15 @@ def test_young_generation_collected_less_often_inside_and_restored_after():
     assert inside()[0] == max(YOUNG_THRESHOLD, before[0])
     assert inside()[1:] == before[1:]
     assert gc.get_threshold() == before
+
+
+def test_collector_paused_restores_the_previous_state():
+    from commopt.gc_freeze import collector_paused
+
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():  # nested: stays off, and the outer block turns it back on
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
