@@ -22,7 +22,7 @@ from commopt.buffers.footprint import footprint_summary
 from commopt.cross_group import decide_cross_group, not_one_program
 from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
-from commopt.gc_freeze import freeze_long_lived, freezing_gc
+from commopt.gc_freeze import collector_paused, freeze_long_lived, freezing_gc
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import parse_assumptions
@@ -135,8 +135,9 @@ def optimize(
     pipeline_passes = [registry.create(n) for n in names]
 
     t0 = time.perf_counter()
-    with progress.stage("load"):
+    with progress.stage("load"), collector_paused():
         g = load_graph(graph, groups=groups, mesh=mesh, world_size=world_size, assume=assumptions)
+        freeze_long_lived()  # before the collector resumes: no collection ever scans the graph
     require_known_group_sizes(g)
     find_persistent_params(g, persistent_params)  # a group name the graph lacks: refused now
     freeze_long_lived()  # the graph lives for the whole call: no collection scans it again
@@ -162,6 +163,7 @@ def optimize(
         hardware_name = options.hardware
         notes.extend(chain.notes)
     t_est = time.perf_counter() - t1
+    freeze_long_lived()  # the durations (and the estimator's caches) live on too
     cross = decide_cross_group(g, allow_cross_group_reorder, estimator=estimator_name)
     allow_cross_group_reorder = cross.allowed
 
@@ -198,6 +200,7 @@ def optimize(
                                           timings)
     pipeline = _as_saved(g_out, pipeline, durs_out, allow_cross_group_reorder, notes)
     t_passes = time.perf_counter() - t2
+    freeze_long_lived()  # the pipeline's orders and simulations are kept for the summary
     if ctx.memory_budget_bytes is not None and colls:
         from commopt.sim import peak_memory
 

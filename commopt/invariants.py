@@ -4,7 +4,10 @@ Used after every pass by the pass manager (a violation there is a bug) and by
 ``commopt verify`` for any reordered graph, ours or someone else's. Invariant 3
 (determinism) is a property of the pass, not of one order; tests check it by re-running.
 
-Every check is linear in nodes plus edges: positions are looked up in one array.
+Every check is linear in nodes plus edges: positions are looked up in one array. An order
+that is a permutation is first checked with whole-array comparisons over the pairs each
+invariant orders (:func:`_order_pairs`, built once per graph); only a check that finds a
+pair out of order runs its node-by-node loop, which words the violations.
 """
 
 from __future__ import annotations
@@ -12,10 +15,14 @@ from __future__ import annotations
 import inspect
 import math
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, is_dataclass
 
+import numpy as np
+
 from commopt.ir.graph import Graph, NodeKind, Ref
+from commopt.ir.schedule import Schedule, ScheduleError
 
 #: What each invariant number means, for messages and reports.
 INVARIANTS: dict[int, str] = {
@@ -54,6 +61,72 @@ def check_order(
     ``allow_cross_group_reorder``, collectives of different groups must also keep their
     original relative order (every rank then issues them in one global order).
     """
+    try:
+        schedule = Schedule.of(graph, order)
+    except ScheduleError:  # not a permutation: the loops name every bad entry
+        return _check_each(graph, order, allow_cross_group_reorder)
+    pos = np.asarray(schedule.positions, dtype=np.int64).reshape(len(graph.nodes))
+    pairs = _order_pairs(graph)
+    wait_late = bool((pos[pairs.wait] > pos[pairs.user]).any())
+    pred_late = bool((pos[pairs.pred] > pos[pairs.succ]).any())
+    order_arr = np.asarray(schedule.order, dtype=np.int64).reshape(len(graph.nodes))
+    issued = order_arr[pairs.is_collective[order_arr]]
+    coll_late = bool((issued[1:] < issued[:-1]).any())
+    if not (wait_late or pred_late or coll_late):
+        return _check_no_write_in_flight(graph, list(schedule.positions))
+    return _check_each(graph, order, allow_cross_group_reorder)
+
+
+@dataclass(frozen=True, eq=False)
+class _OrderPairs:
+    """The node pairs invariants 1 and 4 order, as arrays (``pred[k]`` before ``succ[k]``,
+    ``wait[k]`` before ``user[k]``), and which nodes are collectives (invariant 2: an order
+    that issues them with ascending indices keeps every group's order and the global one)."""
+
+    pred: np.ndarray
+    succ: np.ndarray
+    wait: np.ndarray
+    user: np.ndarray
+    is_collective: np.ndarray
+
+
+_PAIRS: weakref.WeakKeyDictionary[Graph, _OrderPairs] = weakref.WeakKeyDictionary()
+
+
+def _order_pairs(graph: Graph) -> _OrderPairs:
+    """``graph``'s :class:`_OrderPairs` (order-independent: built once per graph, the pass
+    manager checks an order after every pass)."""
+    cached = _PAIRS.get(graph)
+    if cached is None:
+        nodes = graph.nodes
+        ptr, idx = graph.pred_arrays()
+        counts = np.diff(np.asarray(ptr, dtype=np.int64))
+        succ = np.repeat(np.arange(len(nodes), dtype=np.int64), counts)
+        src, via = _result_sources(graph)
+        waits: list[int] = []
+        users: list[int] = []
+        for node in nodes:
+            u = node.index
+            if node.kind in (NodeKind.VIEW, NodeKind.WAIT):
+                continue
+            for j in node.inputs:
+                c = src[j]
+                if c < 0 or c == u:
+                    continue
+                for w in ((via[j],) if via[j] >= 0 else graph.waits_of(c)):
+                    waits.append(w)
+                    users.append(u)
+        is_coll = np.fromiter((n.kind is NodeKind.COLLECTIVE and n.collective is not None
+                               for n in nodes), dtype=bool, count=len(nodes))
+        cached = _OrderPairs(np.asarray(idx, dtype=np.int64).reshape(len(succ)), succ,
+                             np.asarray(waits, dtype=np.int64), np.asarray(users, dtype=np.int64),
+                             is_coll)
+        _PAIRS[graph] = cached
+    return cached
+
+
+def _check_each(graph: Graph, order: Sequence[int], allow_cross_group_reorder: bool) -> list[Violation]:
+    """:func:`check_order` node by node: every violation, worded."""
     nodes = graph.nodes
     n = len(nodes)
     out: list[Violation] = []

@@ -45,3 +45,29 @@ def test_a_caller_that_froze_objects_keeps_them_frozen():
         assert gc.get_freeze_count() == before
     finally:
         gc.unfreeze()
+
+
+def test_young_generation_collected_less_often_inside_and_restored_after():
+    from commopt.gc_freeze import YOUNG_THRESHOLD
+
+    before = gc.get_threshold()
+
+    @freezing_gc
+    def inside() -> tuple[int, ...]:
+        return gc.get_threshold()
+
+    assert inside()[0] == max(YOUNG_THRESHOLD, before[0])
+    assert inside()[1:] == before[1:]
+    assert gc.get_threshold() == before
+
+
+def test_collector_paused_restores_the_previous_state():
+    from commopt.gc_freeze import collector_paused
+
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():  # nested: stays off, and the outer block turns it back on
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import math
 import re
 import typing
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +13,7 @@ from pydantic import ValidationError
 
 from commopt import atomic
 from commopt.errors import CommoptError, GraphError, json_path
+from commopt.gc_freeze import collector_paused
 from commopt.ir import args as argcodec
 from commopt.ir.graph import (
     LOADED_INDEX,
@@ -176,22 +174,9 @@ def _path_to(raw: Any, target: Any) -> str:
 def load_json_graph(path: str | Path) -> Graph:
     """Load a commopt JSON graph file into a :class:`Graph`."""
     path = Path(path)
-    with _gc_paused():
+    with collector_paused():
         raw = read_json_file(path, check_depth=False)  # graph_from_document checks what it must
         return graph_from_document(raw, file=str(path), name_default=path.stem)
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector: building millions of small, acyclic objects
-    otherwise triggers full collections that rescan everything already built."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def graph_from_document(raw: Any, *, file: str | None = None, name_default: str = "graph") -> Graph:

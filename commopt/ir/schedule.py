@@ -125,7 +125,8 @@ def _fast_positions(order: tuple, n: int) -> list[int] | None:
     passes instead of a checked loop: orders of 100k nodes are made often."""
     if not order or set(map(type, order)) != {int} or min(order) < 0 or max(order) >= n:
         return None
-    pos = [-1] * n
-    for k, i in enumerate(order):
-        pos[i] = k
-    return None if -1 in pos else pos
+    import numpy as np
+
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[np.fromiter(order, dtype=np.int64, count=len(order))] = np.arange(len(order), dtype=np.int64)
+    return None if (pos < 0).any() else pos.tolist()  # a repeat leaves some node without one

@@ -35,20 +35,30 @@ def collective_chain(graph: Graph, order: Sequence[int], allow_cross_group: bool
     return chain
 
 
+def neighbour_lists(ptr: Sequence[int], idx: Sequence[int], extra: dict[int, int]) -> list[tuple[int, ...]]:
+    """Per node, its CSR neighbours (``idx[ptr[v]:ptr[v + 1]]``) plus ``extra[v]`` when
+    present (e.g. the collective chain's edge): built once, so the hot loops of
+    :func:`demand_order` index a tuple instead of slicing the arrays per visit."""
+    out = [tuple(idx[ptr[v]:ptr[v + 1]]) for v in range(len(ptr) - 1)]
+    for v, w in extra.items():
+        out[v] = (*out[v], w)
+    return out
+
+
 def demand_order(
     seq: Sequence[int],
     lazy: bytearray,
     fence: bytearray,
-    preds: Callable[[int], Sequence[int]],
+    preds: Sequence[Sequence[int]],
     step_time_us: Sequence[float],
     window_us: Sequence[float],
 ) -> list[int]:
     """Walk ``seq`` emitting non-lazy nodes in place and holding lazy ones back.
 
     A held lazy node is emitted just before the first node that needs it (through
-    ``preds``, transitively through other held nodes), before any ``fence`` node, or before
-    the node that would take it more than ``window_us[i]`` of ``step_time_us`` away from
-    its place in ``seq``;
+    ``preds[i]``, the nodes ``i`` needs: :func:`neighbour_lists`; transitively through other
+    held nodes), before any ``fence`` node, or before the node that would take it more than
+    ``window_us[i]`` of ``step_time_us`` away from its place in ``seq``;
     whatever is still held at the end comes last. ``seq`` must be a topological order for
     ``preds``. With ``seq`` forward and waits lazy this sinks waits; on the reversed order
     with successors as ``preds`` it raises collectives.
@@ -57,6 +67,7 @@ def demand_order(
     emitted = bytearray(n)
     pos = Schedule(seq, n).positions
     out: list[int] = []
+    append = out.append
     held: list[int] = []  # lazy nodes in seq order
     flushed = 0  # held[:flushed] are all emitted
     heap: list[tuple[float, int]] = []
@@ -64,12 +75,12 @@ def demand_order(
     def emit(u: int) -> None:
         if emitted[u]:
             return
-        for p in preds(u):
+        for p in preds[u]:
             if not emitted[p]:
                 break
         else:  # every predecessor is out already (most nodes): no stack walk
             emitted[u] = 1
-            out.append(u)
+            append(u)
             return
         stack = [u]
         while stack:
@@ -77,32 +88,41 @@ def demand_order(
             if emitted[v]:
                 stack.pop()
                 continue
-            todo = [p for p in preds(v) if not emitted[p]]
+            todo = [p for p in preds[v] if not emitted[p]]
             if todo:
                 todo.sort(key=lambda p: -pos[p])  # earliest first off the stack
                 stack.extend(todo)
                 continue
             emitted[v] = 1
-            out.append(v)
+            append(v)
             stack.pop()
 
     clock = 0.0
+    inf = math.inf
     for u in seq:
         if lazy[u]:
             held.append(u)
             w = window_us[u]
-            if w != math.inf:
+            if w != inf:
                 heapq.heappush(heap, (clock + w, pos[u]))
             continue
-        while heap and heap[0][0] < clock + step_time_us[u]:
+        step = step_time_us[u]
+        while heap and heap[0][0] < clock + step:
             _, k = heapq.heappop(heap)
             emit(seq[k])
         if fence[u]:
             while flushed < len(held):
                 emit(held[flushed])
                 flushed += 1
-        emit(u)
-        clock += step_time_us[u]
+        if not emitted[u]:  # emit(u) inlined for its common case: every predecessor is out
+            for p in preds[u]:
+                if not emitted[p]:
+                    emit(u)
+                    break
+            else:
+                emitted[u] = 1
+                append(u)
+        clock += step
     for v in held:
         emit(v)
     return out
@@ -120,8 +140,8 @@ def within_budget(graph: Graph, order: Sequence[int], budget_bytes: int | None) 
 def widest_fitting(
     order: Sequence[int],
     fits: Callable[[Sequence[int]], bool],
-    build: Callable[[float], list[int]],
-) -> list[int]:
+    build: Callable[[float], Sequence[int]],
+) -> Sequence[int]:
     """The order ``build(factor)`` for the widest window factor that ``fits`` the memory
     budgets (:meth:`commopt.passes.base.PassContext.fits`).
 
@@ -133,7 +153,7 @@ def widest_fitting(
     if fits(first):
         return first
     lo, hi = 1, len(WINDOW_FACTORS) - 1  # search the first fitting index in [lo, hi]
-    best: list[int] | None = None
+    best: Sequence[int] | None = None
     while lo <= hi:
         mid = (lo + hi) // 2
         cand = build(WINDOW_FACTORS[mid])

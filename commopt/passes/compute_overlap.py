@@ -36,6 +36,7 @@ from commopt.ir.schedule import Schedule
 from commopt.passes._common import (
     collective_chain,
     most_robust,
+    neighbour_lists,
     zero_cost_view_mask,
 )
 from commopt.passes.base import Pass, PassContext
@@ -83,12 +84,17 @@ class ComputeOverlap(Pass):
         found_all: list[tuple[tuple[float, float, int], list[int]]] = []
         cap = self._cap(len(graph))
         retries = [_FOOTPRINT_WORK // max(1, len(graph))]  # footprint retries left, all policies
+        prepared: dict[bool, _Prepared] = {}  # by the collective-chain rule
         for rank, (policy, pctx) in enumerate(self._attempts(len(graph), ctx)):
             if rank >= cap and found_all:
                 break
             if rank >= cap and pctx is ctx:
                 continue  # past the cap only the kept-order fallback runs, while nothing fits
-            found = self._fitting(graph, order, pctx, policy, model, before.makespan_us, retries)
+            rule = pctx.allow_cross_group_reorder
+            if rule not in prepared:
+                prepared[rule] = _Prepared(graph, order, pctx, model)
+            found = self._fitting(graph, order, pctx, policy, model, before.makespan_us, retries,
+                                  prepared[rule])
             if found is not None:
                 cand, makespan_us, exposed_us = found
                 found_all.append(((makespan_us, exposed_us, rank), cand))
@@ -134,8 +140,8 @@ class ComputeOverlap(Pass):
         return list(dict.fromkeys(found))
 
     def _fitting(self, graph: Graph, order: Sequence[int], ctx: PassContext, policy: _Policy,
-                 model: MemoryModel, ceiling_us: float,
-                 retries: list[int]) -> tuple[list[int], float, float] | None:
+                 model: MemoryModel, ceiling_us: float, retries: list[int],
+                 prepared: _Prepared | None = None) -> tuple[list[int], float, float] | None:
         """The best schedule found within the memory budgets (None: none fits).
 
         The scheduler's own peak follows the simulator's memory rules (padded), so when a
@@ -156,7 +162,8 @@ class ComputeOverlap(Pass):
 
         def attempt(internal: int | None) -> int:
             nonlocal best, hopeless
-            cand, makespan_us, exposed_us, peak = _schedule(graph, order, ctx, internal, policy, model)
+            cand, makespan_us, exposed_us, peak = _schedule(graph, order, ctx, internal, policy, model,
+                                                            prepared)
             over = _overshoot(graph, ctx, cand, peak)
             if over <= 0:
                 key = (makespan_us, exposed_us)
@@ -339,68 +346,70 @@ class _MaxProfile:
 
 
 def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int | None,
-              policy: _Policy, model: MemoryModel) -> tuple[list[int], float, float, int]:
+              policy: _Policy, model: MemoryModel,
+              prepared: _Prepared | None = None) -> tuple[Schedule, float, float, int]:
     """One list schedule: the order, its makespan and exposed communication on the
-    scheduler's clock (the simulator's model) and its padded peak memory."""
-    return _ListScheduler(graph, order, ctx, budget, policy, model).run()
+    scheduler's clock (the simulator's model) and its padded peak memory. ``prepared``: the
+    facts every schedule of ``order`` under ``ctx``'s chain rule shares (made when None)."""
+    if prepared is None:
+        prepared = _Prepared(graph, order, ctx, model)
+    return _ListScheduler(graph, order, ctx, budget, policy, model, prepared).run()
 
 
 _K_IN, _K_OUT, _K_COLL, _K_WAIT = NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.COLLECTIVE, NodeKind.WAIT
 
 
-class _ListScheduler:
-    """One list schedule of ``order`` on the simulated clock (see the module docstring).
+class _Prepared:
+    """What every list schedule of one input order shares, whatever its policy and budget:
+    positions, the collective chain (``ctx``'s rule), kinds, the zero-cost mask, need ranks,
+    in-degrees and the graph inputs' bytes; bottom levels, the users of each storage and the
+    input order's live-bytes curve on first use. Made once per order and chain rule, so the
+    policies tried (:meth:`ComputeOverlap.run`) do not each redo the sweeps."""
 
-    State: the clock ``t``, live and peak bytes, ready queues by kind (views, the next
-    collectives in input order, waits by their collective's end, compute by priority and by
-    input position, compute by net allocation under memory pressure), and each group's
-    stream. :meth:`run` takes one decision per step until every node is scheduled.
-    """
-
-    def __init__(self, graph: Graph, order: Sequence[int], ctx: PassContext,
-                 budget: int | None, policy: _Policy, model: MemoryModel) -> None:
-        self.nodes, self.order, self.budget = graph.nodes, order, budget
+    def __init__(self, graph: Graph, order: Sequence[int], ctx: PassContext, model: MemoryModel) -> None:
+        self.graph, self.order, self.model, self.dur = graph, order, model, ctx.durations_us
         self.n = n = len(graph.nodes)
-        self.dur = ctx.durations_us
         self.pos = Schedule(order, n).positions
         self.sptr, self.sidx = graph.succ_arrays()
         self.chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
+        self.succ = neighbour_lists(self.sptr, self.sidx, self.chain)  # data edges, then the chain's
         self.kind = [node.kind for node in graph.nodes]
         self.viewish = zero_cost_view_mask(graph)
-        self.lookahead = policy.lookahead
-        self.by_level = policy.priority == "bottom-level"
-        self.stall = self.by_level and policy.stall
-        self.level = bottom_levels_us(graph, order, self.dur, self.chain) if self.by_level else None
         self.seq, self.colls, self.need = self._need_ranks()
         ptr, _ = graph.pred_arrays()
         self.indeg = [ptr[i + 1] - ptr[i] for i in range(n)]
         for b in self.chain.values():
             self.indeg[b] += 1
-        self.alloc, uses0, self.releases = model.alloc, model.uses, model.releases
-        self.by_memory = policy.memory == "frees"
-        self.users_of = self._users_by_root() if self.by_memory else {}
-        self.reserve = policy.reserve and budget is not None
-        self.profile: _MaxProfile | None = None
-        if self.reserve:
+        self.inputs_bytes = sum(model.alloc[i] for i in range(n) if self.kind[i] is _K_IN)
+        self._level: list[float] | None = None
+        self._users: dict[int, list[int]] | None = None
+        self._curve = None
+
+    def level(self) -> list[float]:
+        """Bottom levels (:func:`bottom_levels_us`), computed on first use."""
+        if self._level is None:
+            self._level = bottom_levels_us(self.graph, self.order, self.dur, self.chain)
+        return self._level
+
+    def users_of(self) -> dict[int, list[int]]:
+        """Compute nodes by the storage roots they release (to re-rank them as uses drop)."""
+        if self._users is None:
+            users: dict[int, list[int]] = {}
+            kind, releases = self.kind, self.model.releases
+            for i in self.order:
+                if kind[i] is NodeKind.COMPUTE:
+                    for r in releases[i]:
+                        users.setdefault(r, []).append(i)
+            self._users = users
+        return self._users
+
+    def input_curve(self):
+        """The input order's padded live bytes per position (:func:`commopt.sim.peak_memory`)."""
+        if self._curve is None:
             from commopt.sim import peak_memory
 
-            self.profile = _MaxProfile(peak_memory(graph, order, padded=True)[1])
-        self.uses = list(uses0)
-        self.live = self.peak = sum(self.alloc[i] for i in range(n) if self.kind[i] is _K_IN)
-        self.ready, self.ahead, self.done = bytearray(n), bytearray(n), bytearray(n)
-        self.front, self.exposed, self.t = 0, 0.0, 0.0
-        self.out: list[int] = []
-        self.views: list[tuple[int, int]] = []
-        self.colls_q: list[tuple[int, int]] = []
-        self.waits_q: list[tuple[float, int, int]] = []
-        self.comp_need: list[tuple[float, int, int]] = []
-        self.comp_pos: list[tuple[int, int]] = []
-        self.mem_q: list[tuple[int, int, int]] = []
-        self.coll_end = [0.0] * n
-        self.stream_free: dict[str, float] = {}
-        self.issued = bytearray(len(self.colls))
-        self.next_seq = 0
-        self.output_node = -1
+            self._curve = peak_memory(self.graph, self.order, padded=True)[1]
+        return self._curve
 
     def _need_ranks(self) -> tuple[list[int], list[int], list[int]]:
         """Each collective's sequence number in the input order, the collectives in that
@@ -427,23 +436,64 @@ class _ListScheduler:
             need[i] = best
         return seq, colls, need
 
-    def _users_by_root(self) -> dict[int, list[int]]:
-        """Compute nodes by the storage roots they release (to re-rank them as uses drop)."""
-        users: dict[int, list[int]] = {}
-        for i in self.order:
-            if self.kind[i] is NodeKind.COMPUTE:
-                for r in self.releases[i]:
-                    users.setdefault(r, []).append(i)
-        return users
 
-    def run(self) -> tuple[list[int], float, float, int]:
-        """The schedule, its makespan and exposed communication, and its padded peak."""
+class _ListScheduler:
+    """One list schedule of ``order`` on the simulated clock (see the module docstring).
+
+    State: the clock ``t``, live and peak bytes, ready queues by kind (views, the next
+    collectives in input order, waits by their collective's end, compute by priority and by
+    input position, compute by net allocation under memory pressure), and each group's
+    stream. :meth:`run` takes one decision per step until every node is scheduled.
+    """
+
+    def __init__(self, graph: Graph, order: Sequence[int], ctx: PassContext,
+                 budget: int | None, policy: _Policy, model: MemoryModel, prepared: _Prepared) -> None:
+        self.nodes, self.order, self.budget = graph.nodes, order, budget
+        self.n = n = len(graph.nodes)
+        self.dur = ctx.durations_us
+        p = prepared
+        self.pos, self.succ = p.pos, p.succ
+        self.kind, self.viewish = p.kind, p.viewish
+        self.lookahead = policy.lookahead
+        self.by_level = policy.priority == "bottom-level"
+        self.stall = self.by_level and policy.stall
+        self.level = p.level() if self.by_level else None
+        self.seq, self.colls, self.need = p.seq, p.colls, p.need
+        self.indeg = list(p.indeg)
+        self.alloc, uses0, self.releases = model.alloc, model.uses, model.releases
+        self.by_memory = policy.memory == "frees"
+        self.users_of = p.users_of() if self.by_memory else {}
+        self.reserve = policy.reserve and budget is not None
+        self.profile: _MaxProfile | None = None
+        if self.reserve:
+            self.profile = _MaxProfile(p.input_curve())
+        self.uses = list(uses0)
+        self.live = self.peak = p.inputs_bytes
+        self.ready, self.ahead, self.done = bytearray(n), bytearray(n), bytearray(n)
+        self.front, self.exposed, self.t = 0, 0.0, 0.0
+        self.out: list[int] = []
+        self.views: list[tuple[int, int]] = []
+        self.colls_q: list[tuple[int, int]] = []
+        self.waits_q: list[tuple[float, int, int]] = []
+        self.comp_need: list[tuple[float, int, int]] = []
+        self.comp_pos: list[tuple[int, int]] = []
+        self.mem_q: list[tuple[int, int, int]] = []
+        self.coll_end = [0.0] * n
+        self.stream_free: dict[str, float] = {}
+        self.issued = bytearray(len(self.colls))
+        self.next_seq = 0
+        self.output_node = -1
+
+    def run(self) -> tuple[Schedule, float, float, int]:
+        """The schedule (checked once here: the budget checks and the simulator reuse its
+        positions), its makespan and exposed communication, and its padded peak."""
         for i in self.order:
             if self.indeg[i] == 0:
                 self.push(i)
         while len(self.out) < self.n:
             self.step()
-        return self.out, max([self.t, *self.stream_free.values()]), self.exposed, self.peak
+        makespan_us = max([self.t, *self.stream_free.values()])
+        return Schedule(self.out, self.n), makespan_us, self.exposed, self.peak
 
     def step(self) -> None:
         """Schedule one node, by the rules of the module docstring, in priority order."""
@@ -582,20 +632,15 @@ class _ListScheduler:
                 for u in self.users_of.get(r, ()):
                     if self.ready[u] and not self.done[u]:
                         heapq.heappush(self.mem_q, (self.net_bytes(u), pos[u], u))
-        indeg, sidx = self.indeg, self.sidx
-        for k in range(self.sptr[i], self.sptr[i + 1]):
-            s = sidx[k]
+        indeg = self.indeg
+        for s in self.succ[i]:
             indeg[s] -= 1
             if indeg[s] == 0:
                 self.push(s)
-        b = self.chain.get(i)
-        if b is not None:
-            indeg[b] -= 1
-            if indeg[b] == 0:
-                self.push(b)
-        done, order, n = self.done, self.order, self.n
-        while self.front < n and done[order[self.front]]:
-            self.front += 1
+        front, done, order, n = self.front, self.done, self.order, self.n
+        while front < n and done[order[front]]:
+            front += 1
+        self.front = front
 
     def reserved(self, i: int) -> bool:
         """Whether running ``i`` now would eat into the room the input order's future peak

@@ -85,7 +85,7 @@ class PassManager:
                 sim = record.after
                 continue
             _check(graph, proposed, ctx, p.name, ran)
-            new = Schedule.of(graph, proposed)
+            new = Schedule.of(graph, proposed)  # as is when the pass returned a Schedule
             after = ctx.simulate(graph, new)
             note = None
             if new != current and not ctx.fits(graph, new) and _keeps_budget_better(graph, current, new, ctx):
@@ -125,13 +125,13 @@ def _budget_words(graph: Graph, order: Schedule, ctx: PassContext) -> str:
 
 
 def _run_pass(p: Pass, graph: Graph, order: Schedule, ctx: PassContext,
-              ran: list[str]) -> list[int] | GraphChange:
+              ran: list[str]) -> list[int] | Schedule | GraphChange:
     """``p``'s order; an exception inside a plug-in pass becomes a :class:`PassError` naming
     the pass and the passes before it (a user error: exit 2, traceback under ``--debug``). A
     built-in pass's exception is a bug in commopt and propagates as one."""
     try:
         out = p.run(graph, order, ctx)
-        return out if isinstance(out, GraphChange) else list(out)
+        return out if isinstance(out, (GraphChange, Schedule)) else list(out)
     except (CommoptError, KeyboardInterrupt):
         raise
     except BaseException as exc:  # SystemExit too: a plug-in must not end the run

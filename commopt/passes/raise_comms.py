@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.schedule import Schedule
 from commopt.passes._common import (
     collective_chain,
     demand_order,
+    neighbour_lists,
     widest_fitting,
     zero_cost_view_mask,
 )
@@ -33,7 +35,7 @@ class RaiseComms(Pass):
     name: ClassVar[str] = "raise-comms"
     summary: ClassVar[str] = "move each collective up to just after its last dependency, within the memory budget"
 
-    def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int]:
+    def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> Sequence[int]:
         """The raised order (see the class docstring)."""
         nodes = graph.nodes
         n = len(nodes)
@@ -55,22 +57,18 @@ class RaiseComms(Pass):
             if node.kind is NodeKind.INPUT:
                 fence[node.index] = 1
         chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
-
-        def succs(v: int) -> Sequence[int]:
-            ss = sidx[sptr[v]:sptr[v + 1]]
-            b = chain.get(v)
-            return ss if b is None else [*ss, b]
+        succs = neighbour_lists(sptr, sidx, chain)
 
         dur = ctx.durations_us
         step = [dur[i] if nodes[i].kind is NodeKind.COMPUTE else 0.0 for i in range(n)]
         rev = list(reversed(order))
 
-        def build(factor: float) -> list[int]:
+        def build(factor: float) -> Schedule:
             if factor == math.inf:
                 window = [math.inf] * n
             else:
                 window = [factor * dur[i] if nodes[i].kind is NodeKind.COLLECTIVE else math.inf
                           for i in range(n)]
-            return demand_order(rev, lazy, fence, succs, step, window)[::-1]
+            return Schedule(demand_order(rev, lazy, fence, succs, step, window)[::-1], n)
 
         return widest_fitting(order, lambda o: ctx.fits(graph, o), build)

@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.schedule import Schedule
 from commopt.passes._common import (
     collective_chain,
     demand_order,
+    neighbour_lists,
     widest_fitting,
     zero_cost_view_mask,
 )
@@ -31,7 +33,7 @@ class SinkWaits(Pass):
     name: ClassVar[str] = "sink-waits"
     summary: ClassVar[str] = "move each wait just before the first real use of its result"
 
-    def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int]:
+    def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> Sequence[int]:
         """The sunk order (see the class docstring)."""
         nodes = graph.nodes
         n = len(nodes)
@@ -50,13 +52,7 @@ class SinkWaits(Pass):
             if node.kind is NodeKind.OUTPUT:
                 fence[node.index] = 1
         chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
-        back = {b: a for a, b in chain.items()}
-        ptr, idx = graph.pred_arrays()
-
-        def preds(v: int) -> Sequence[int]:
-            ps = idx[ptr[v]:ptr[v + 1]]
-            a = back.get(v)
-            return ps if a is None else [*ps, a]
+        preds = neighbour_lists(*graph.pred_arrays(), {b: a for a, b in chain.items()})
 
         dur = ctx.durations_us
         step = [dur[i] if nodes[i].kind is NodeKind.COMPUTE else 0.0 for i in range(n)]
@@ -65,12 +61,12 @@ class SinkWaits(Pass):
             if node.kind is NodeKind.WAIT and node.wait_of is not None:
                 coll_dur[node.index] = dur[node.wait_of]
 
-        def build(factor: float) -> list[int]:
+        def build(factor: float) -> Schedule:
             if factor == math.inf:
                 window = [math.inf] * n
             else:
                 window = [factor * coll_dur[i] if nodes[i].kind is NodeKind.WAIT else math.inf
                           for i in range(n)]
-            return demand_order(order, lazy, fence, preds, step, window)
+            return Schedule(demand_order(order, lazy, fence, preds, step, window), n)
 
         return widest_fitting(order, lambda o: ctx.fits(graph, o), build)

@@ -19,6 +19,8 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from commopt.errors import InvariantViolation
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
@@ -258,16 +260,18 @@ class _Replay:
         )
 
     def _memory_curve(self, order: Schedule, curve) -> list[tuple[float, int]]:
-        """(time, live bytes) at each change of the live bytes along ``order``."""
-        points: list[tuple[float, int]] = []
-        last_live = -1
-        for k, i in enumerate(order):
-            live = curve[k]
-            if live != last_live:
-                at = self.issue[i] if self.nodes[i].kind is NodeKind.COLLECTIVE else self.start[i]
-                points.append((at, live))
-                last_live = live
-        return points
+        """(time, live bytes) at each change of the live bytes along ``order`` (``curve``:
+        live bytes per position); a collective's time is its issue, any other node's its
+        start. Whole-array steps: one result per simulated order."""
+        n = len(order)
+        if n == 0:
+            return []
+        live = np.asarray(curve, dtype=np.int64).reshape(n)
+        changed = np.flatnonzero(live != np.concatenate(([-1], live[:-1])))
+        at_node = np.where(np.frombuffer(_lanes(self.graph).codes, dtype=np.uint8) == _COLL,
+                           np.asarray(self.issue, dtype=float), np.asarray(self.start, dtype=float))
+        nodes_at = np.asarray(order.order, dtype=np.int64).reshape(n)[changed]
+        return list(zip(at_node[nodes_at].tolist(), live[changed].tolist(), strict=True))
 
 
 def _wait_first(nodes, i: int) -> InvariantViolation:
