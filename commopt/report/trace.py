@@ -33,6 +33,7 @@ from operator import itemgetter
 from typing import Any
 
 from commopt import atomic
+from commopt.json_lines import compact_encoder
 from commopt.report import tables
 from commopt.schemas.report import NodeInfo, OverlapReport, ScheduleReport
 
@@ -231,7 +232,7 @@ def _event_parts(report: OverlapReport) -> Iterator[list[str]]:
 
 
 #: One encoder for every event line (``json.dumps`` with options builds one per call).
-_encode_event = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_encode_event = compact_encoder(ensure_ascii=False, separators=(",", ":"))
 #: A JSON string as that encoder writes it.
 _str = json.encoder.encode_basestring
 
