@@ -33,8 +33,9 @@ from operator import itemgetter
 from typing import Any
 
 from commopt import atomic
+from commopt.json_lines import compact_encoder
 from commopt.report import tables
-from commopt.schemas.report import NodeInfo, OverlapReport, ScheduleReport
+from commopt.schemas.report import CollectiveReport, NodeInfo, OverlapReport, ScheduleReport
 
 MEMORY_COUNTER = "live memory"
 #: Category of the zero-length slices that mark an issue and a wait that did not block.
@@ -103,31 +104,47 @@ def _metadata(report: OverlapReport, s: ScheduleReport, pid: int) -> tuple[list[
     return out, tids
 
 
-def _node_args(s: ScheduleReport, info: dict[str, NodeInfo]) -> dict[str, dict[str, Any]]:
-    """The per-node part of every slice's args (op, bytes, group, type; a collective's issue
-    and exposed time)."""
-    coll = {c.node: c for c in s.collectives}
-    base: dict[str, dict[str, Any]] = {}
+def _node_args(node: NodeInfo, coll: CollectiveReport | None) -> dict[str, Any]:
+    """The per-node part of a slice's args (op, bytes, group, type; a collective's issue and
+    exposed time in this schedule)."""
+    args = {"op": node.op, "bytes": node.bytes}
+    if node.group is not None:
+        args["group"] = node.group
+    if node.collective_type is not None:
+        args["type"] = node.collective_type
+    if coll is not None:
+        args["issue_us"] = round(coll.issue_us, 3)
+        args["exposed_us"] = round(coll.exposed_us, 3)
+    return args
+
+
+def _node_texts(s: ScheduleReport, info: dict[str, NodeInfo], coll: dict[str, CollectiveReport],
+                shared: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """Per node on the schedule's timeline, the text of its slice up to ``"ts":`` and from
+    ``"args":`` up to the step. A node that is not a collective has the same text in every
+    schedule: ``shared`` keeps it for the next one."""
+    texts: dict[str, tuple[str, str]] = {}
     for e in s.events:
-        if e.node in base:
+        name = e.node
+        if name in texts:
             continue
-        node = info[e.node]
-        args = {"op": node.op, "bytes": node.bytes}
-        if node.group is not None:
-            args["group"] = node.group
-        if node.collective_type is not None:
-            args["type"] = node.collective_type
-        c = coll.get(e.node)
-        if c is not None:
-            args["issue_us"] = round(c.issue_us, 3)
-            args["exposed_us"] = round(c.exposed_us, 3)
-        base[e.node] = args
-    return base
+        c = coll.get(name)
+        text = shared.get(name) if c is None else None
+        if text is None:
+            node = info[name]
+            text = (f'{{"name":{_str(name)},"cat":{_str(node.kind)},"ph":"X","ts":',
+                    ',"args":' + _encode_event(_node_args(node, c))[:-1] + ',"step":')
+            if c is None:
+                shared[name] = text
+        texts[name] = text
+    return texts
 
 
 def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
-                     info: dict[str, NodeInfo], flow_base: int) -> list[str]:
-    """One schedule's events as trace lines (compact JSON objects), in file order."""
+                     info: dict[str, NodeInfo], flow_base: int,
+                     shared: dict[str, tuple[str, str]]) -> list[str]:
+    """One schedule's events as trace lines (compact JSON objects), in file order
+    (``shared``: see :func:`_node_texts`)."""
     meta, tids = _metadata(report, s, pid)
     flow_of = {c.node: flow_base + k for k, c in enumerate(s.collectives)}
     exposed_at = {e.node for e in s.events if e.exposed}
@@ -137,9 +154,8 @@ def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
         hit = next((w for w in c.waits if w in exposed_at), None)
         if hit is not None:
             wait_flow[hit] = flow_of[c.node]
-    base = _node_args(s, info)
-    head = {name: f'{{"name":{_str(name)},"cat":{_str(info[name].kind)},"ph":"X","ts":' for name in base}
-    body = {name: ',"args":' + _encode_event(args)[:-1] + ',"step":' for name, args in base.items()}
+    coll = {c.node: c for c in s.collectives}
+    texts = _node_texts(s, info, coll, shared)
     ending = {node: f',"bind_id":{f},"flow_in":true,"flow_out":true}}' for node, f in flow_of.items()}
     ending.update((node, f',"bind_id":{f},"flow_in":true}}') for node, f in wait_flow.items())
     where = {lane_row: f',"pid":{pid},"tid":{tid}' for lane_row, tid in tids.items()}
@@ -153,14 +169,14 @@ def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
             end = start
         lane_row = (e.lane, e.row)
         if e.exposed:
-            args = dict(base[e.node])
+            args = _node_args(info[e.node], coll.get(e.node))
             args["step"] = e.step
             args["exposed_us"] = _us(end - start)
             text = (f'{{"name":{_str(e.node)},"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":{_num(start)},'
                     f'"dur":{_num(end - start)}{where[lane_row]},"args":{_encode_event(args)}')
         else:
-            text = (f'{head[e.node]}{_num(start)},"dur":{_num(end - start)}{where[lane_row]}'
-                    f'{body[e.node]}{e.step}}}')
+            head, body = texts[e.node]
+            text = f'{head}{_num(start)},"dur":{_num(end - start)}{where[lane_row]}{body}{e.step}}}'
         text += ending.get(e.node, "}")
         tid = tids[lane_row]
         if tid == compute_tid:
@@ -225,13 +241,15 @@ def _event_parts(report: OverlapReport) -> Iterator[list[str]]:
     """The trace's event lines, one list per schedule (a writer holds one schedule's at a
     time)."""
     info = {n.name: n for n in report.nodes}
-    yield _schedule_events(report, report.before, 1, info, 1)
+    shared: dict[str, tuple[str, str]] = {}
+    yield _schedule_events(report, report.before, 1, info, 1, shared)
     if report.after is not None:
-        yield _schedule_events(report, report.after, 2, info, 1 + len(report.before.collectives))
+        yield _schedule_events(report, report.after, 2, info, 1 + len(report.before.collectives),
+                               shared)
 
 
 #: One encoder for every event line (``json.dumps`` with options builds one per call).
-_encode_event = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_encode_event = compact_encoder(ensure_ascii=False, separators=(",", ":"))
 #: A JSON string as that encoder writes it.
 _str = json.encoder.encode_basestring
 
