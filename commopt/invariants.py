@@ -16,7 +16,7 @@ import inspect
 import math
 import re
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 
 import numpy as np
@@ -102,20 +102,11 @@ def _order_pairs(graph: Graph) -> _OrderPairs:
         ptr, idx = graph.pred_arrays()
         counts = np.diff(np.asarray(ptr, dtype=np.int64))
         succ = np.repeat(np.arange(len(nodes), dtype=np.int64), counts)
-        src, via = _result_sources(graph)
         waits: list[int] = []
         users: list[int] = []
-        for node in nodes:
-            u = node.index
-            if node.kind in (NodeKind.VIEW, NodeKind.WAIT):
-                continue
-            for j in node.inputs:
-                c = src[j]
-                if c < 0 or c == u:
-                    continue
-                for w in ((via[j],) if via[j] >= 0 else graph.waits_of(c)):
-                    waits.append(w)
-                    users.append(u)
+        for w, u, _ in _wait_reads(graph):
+            waits.append(w)
+            users.append(u)
         is_coll = np.fromiter((n.kind is NodeKind.COLLECTIVE and n.collective is not None
                                for n in nodes), dtype=bool, count=len(nodes))
         cached = _OrderPairs(np.asarray(idx, dtype=np.int64).reshape(len(succ)), succ,
@@ -225,18 +216,27 @@ def wait_before_use_edges(graph: Graph) -> list[tuple[int, int]]:
     every wait of that collective. A scheduler that places nodes itself adds these. Loaders
     refuse such reads (:mod:`commopt.ir.validate`), so this is empty for loaded graphs and
     guards graphs built in code without validation."""
-    nodes = graph.nodes
+    return [(w, u) for w, u, through_wait in _wait_reads(graph) if not through_wait]
+
+
+def _wait_reads(graph: Graph) -> Iterator[tuple[int, int, bool]]:
+    """(wait, user, through_wait) for every read of a collective's result by a node that is
+    neither a view nor a wait: the wait the value came through (``through_wait``), or, for a
+    read through views of the collective itself, each of its waits."""
     src, via = _result_sources(graph)
-    out = []
-    for node in nodes:
+    for node in graph.nodes:
         u = node.index
         if node.kind in (NodeKind.VIEW, NodeKind.WAIT):
             continue
         for j in node.inputs:
             c = src[j]
-            if c >= 0 and c != u and via[j] < 0:
-                out.extend((w, u) for w in graph.waits_of(c))
-    return out
+            if c < 0 or c == u:
+                continue
+            if via[j] >= 0:
+                yield via[j], u, True
+            else:
+                for w in graph.waits_of(c):
+                    yield w, u, False
 
 
 def _check_wait_before_use(graph: Graph, pos: list[int]) -> list[Violation]:
