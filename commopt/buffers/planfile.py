@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from commopt import atomic
 from commopt.errors import GraphError, json_path
+from commopt.json_lines import compact_encoder
 from commopt.schemas.buffer_plan import FORMAT_NAME, BufferPlan, GroupArena
 
 
@@ -43,7 +44,7 @@ class _Items(list):
 
 #: Lists whose items are written one per line, each item as compact JSON.
 _ONE_LINE_ITEMS = frozenset({"buffers", "params", "not_qualified"})
-_compact = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+_compact = compact_encoder(ensure_ascii=False, separators=(", ", ": "))
 _plain = json.JSONEncoder(ensure_ascii=False, indent=2).encode
 
 
