@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from commopt.bucketing.rewrite import Bucket, _bucket_nodes, _Pending, _remap
+from commopt.bucketing.rewrite import Bucket, PendingNode, bucket_nodes, remap_refs
 from commopt.ir.args import iter_refs
 from commopt.ir.graph import Graph, Node, NodeKind
 from commopt.sim.model import ZERO_TIME_KINDS, step_durations, stream_of
@@ -69,16 +69,16 @@ def source_nodes(graph: Graph, durations_us: Sequence[float]) -> _Nodes:
 
 
 def bucket_sites(graph: Graph, pos: Sequence[int], b: Bucket, tag: str
-                 ) -> tuple[dict[int, list[_Pending]], dict[str, int]]:
+                 ) -> tuple[dict[int, list[PendingNode]], dict[str, int]]:
     """Where the rewrite puts bucket ``b``'s nodes (``pos``: each source node's place in the
     order): site (the removed source node they stand before) -> nodes; and each member
     read-back's key -> the member wait it stands for. Same placement as
     :func:`~commopt.bucketing.rewrite.apply_buckets`."""
-    issue, (head, per_member) = _bucket_nodes(graph, b, tag)
+    issue, (head, per_member) = bucket_nodes(graph, b, tag)
     last_c = max(b.members, key=lambda c: pos[c])
     waits = [graph.waits_of(c)[0] for c in b.members]
     first_w = min(waits, key=lambda w: pos[w])
-    sites: dict[int, list[_Pending]] = {last_c: list(issue), first_w: list(head)}
+    sites: dict[int, list[PendingNode]] = {last_c: list(issue), first_w: list(head)}
     readback: dict[str, int] = {}
     for w, (items, out_key) in zip(waits, per_member, strict=True):
         sites.setdefault(w, []).extend(items)
@@ -86,7 +86,7 @@ def bucket_sites(graph: Graph, pos: Sequence[int], b: Bucket, tag: str
     return sites, readback
 
 
-def added_durations(graph: Graph, pending: list[_Pending],
+def added_durations(graph: Graph, pending: list[PendingNode],
                     estimate: Callable[[Node, Graph], float]) -> list[float]:
     """The estimator's duration of each added node, asked on a graph of the members' inputs
     (their tensors, nothing else) and the added nodes; 0 for kinds that take no time."""
@@ -106,7 +106,7 @@ def added_durations(graph: Graph, pending: list[_Pending],
         ref = keys.__getitem__
         nodes.append(Node(index=len(nodes), name=p.key, kind=p.kind, op=p.op,
                           inputs=tuple(dict.fromkeys(ref(r) for r in iter_refs(p.args))),
-                          outputs=p.outputs, args=_remap(p.args, ref), kwargs=_remap(p.kwargs, ref),
+                          outputs=p.outputs, args=remap_refs(p.args, ref), kwargs=remap_refs(p.kwargs, ref),
                           collective=p.collective,
                           wait_of=None if p.wait_of is None else ref(p.wait_of),
                           alias_of=None if p.alias_of is None else ref(p.alias_of)))

@@ -74,7 +74,7 @@ class Rewritten:
 
 
 @dataclass
-class _Pending:
+class PendingNode:
     """New nodes before they get indices: ``args`` hold ``Ref(key)`` with string keys for
     new nodes and ``Ref(int)`` for source nodes."""
 
@@ -102,14 +102,14 @@ def apply_buckets(graph: Graph, order: Sequence[int], buckets: Sequence[Bucket])
     pos = [0] * len(nodes)
     for p, i in enumerate(order):
         pos[i] = p
-    before: dict[int, list[_Pending]] = {}  # source index -> new nodes emitted just before it
+    before: dict[int, list[PendingNode]] = {}  # source index -> new nodes emitted just before it
     replaced: dict[int, str] = {}  # member wait -> key of the node standing for its value
     removed: set[int] = set()
     names = _Names(graph)
     records = []
     for b in buckets:
         tag = b.tag or names.prefix()
-        issue, readback = _bucket_nodes(graph, b, tag)
+        issue, readback = bucket_nodes(graph, b, tag)
         last_c = max(b.members, key=lambda c: pos[c])
         waits = [graph.waits_of(c)[0] for c in b.members]
         first_w = min(waits, key=lambda w: pos[w])
@@ -121,7 +121,7 @@ def apply_buckets(graph: Graph, order: Sequence[int], buckets: Sequence[Bucket])
             replaced[w] = out_key
             removed.update((c, w))
         records.append((tuple(nodes[c].name for c in b.members), issue[-1].key))
-    sequence: list[int | _Pending] = []
+    sequence: list[int | PendingNode] = []
     for i in order:
         sequence.extend(before.get(i, ()))
         if i not in removed:
@@ -129,9 +129,10 @@ def apply_buckets(graph: Graph, order: Sequence[int], buckets: Sequence[Bucket])
     return _materialize(graph, sequence, replaced, names, tuple(records))
 
 
-def _bucket_nodes(graph: Graph, b: Bucket, tag: str):
-    """(nodes issuing the bucket, (nodes at the first wait, per member (nodes, key of its
-    value)))."""
+def bucket_nodes(graph: Graph, b: Bucket, tag: str):
+    """The new nodes of bucket ``b``, before they get indices: (nodes issuing the bucket,
+    (nodes at the first wait, per member (nodes, key of its value))). The rewrite places them;
+    the bucket choice's replay (:mod:`commopt.bucketing.replay`) costs the same nodes."""
     first = graph.nodes[b.members[0]]
     info = first.collective
     size = graph.groups[info.group].size
@@ -195,7 +196,7 @@ def tag_of(collective_name: str, ctype: str) -> str:
 
 
 def _readback(tag: str, k: int, ctype: str, source: str, off: int, width: int, size: int,
-              out: TensorMeta) -> tuple[list[_Pending], str]:
+              out: TensorMeta) -> tuple[list[PendingNode], str]:
     """Nodes giving member ``k`` its own result back, and the key of the last one."""
     dtype = out.dtype
     if ctype == "all_gather":
@@ -215,8 +216,8 @@ def _readback(tag: str, k: int, ctype: str, source: str, off: int, width: int, s
 
 
 def _P(key: str, kind: NodeKind, op: str, args: tuple, out: TensorMeta, *, kwargs=None,
-       alias_of=None, collective=None, wait_of=None) -> _Pending:
-    return _Pending(key, kind, op, tuple(args), dict(kwargs or {}), (out,), alias_of, collective, wait_of)
+       alias_of=None, collective=None, wait_of=None) -> PendingNode:
+    return PendingNode(key, kind, op, tuple(args), dict(kwargs or {}), (out,), alias_of, collective, wait_of)
 
 
 class _Names:
@@ -240,7 +241,7 @@ def _materialize(graph: Graph, sequence: list, replaced: dict[int, str], names: 
     """Build the new graph from ``sequence`` (source indices and pending nodes)."""
     new_index: dict[Any, int] = {}
     for p, item in enumerate(sequence):
-        new_index[item.key if isinstance(item, _Pending) else item] = p
+        new_index[item.key if isinstance(item, PendingNode) else item] = p
     for w, key in replaced.items():
         new_index[w] = new_index[key]
 
@@ -250,11 +251,11 @@ def _materialize(graph: Graph, sequence: list, replaced: dict[int, str], names: 
     out_nodes: list[Node] = []
     origin: list[int] = []
     for p, item in enumerate(sequence):
-        if isinstance(item, _Pending):
+        if isinstance(item, PendingNode):
             node = Node(index=p, name=item.key, kind=item.kind, op=item.op,
                         inputs=tuple(dict.fromkeys(ref(r) for r in iter_refs(item.args))),
-                        outputs=item.outputs, args=_remap(item.args, ref),
-                        kwargs=_remap(item.kwargs, ref), collective=item.collective,
+                        outputs=item.outputs, args=remap_refs(item.args, ref),
+                        kwargs=remap_refs(item.kwargs, ref), collective=item.collective,
                         wait_of=None if item.wait_of is None else ref(item.wait_of),
                         alias_of=None if item.alias_of is None else ref(item.alias_of),
                         attrs={})
@@ -263,7 +264,7 @@ def _materialize(graph: Graph, sequence: list, replaced: dict[int, str], names: 
             old = graph.nodes[item]
             node = Node(index=p, name=old.name, kind=old.kind, op=old.op,
                         inputs=tuple(dict.fromkeys(ref(i) for i in old.inputs)), outputs=old.outputs,
-                        args=_remap(old.args, ref), kwargs=_remap(old.kwargs, ref),
+                        args=remap_refs(old.args, ref), kwargs=remap_refs(old.kwargs, ref),
                         collective=old.collective,
                         wait_of=None if old.wait_of is None else ref(old.wait_of),
                         alias_of=None if old.alias_of is None else ref(old.alias_of),
@@ -293,18 +294,21 @@ def _loaded_origin(graph: Graph, origin: list[int], replaced: dict[int, str],
     return {LOADED_INDEX: [loaded(i) if i >= 0 else -1 for i in origin], LOADED_REPLACED: before}
 
 
-def _remap(value: Any, ref) -> Any:
+def remap_refs(value: Any, ref) -> Any:
+    """``value`` (an argument: Ref, plain value, or tuples, lists and dicts of them) with
+    every ``Ref(k)`` replaced by ``Ref(ref(k))``: a new node's references given their
+    final indices."""
     t = type(value)
     if t is Ref:
         return Ref(ref(value.index))
     if t is tuple or t is list:
         if not value:
             return value
-        out = [Ref(ref(v.index)) if type(v) is Ref else v if type(v) in _PLAIN else _remap(v, ref)
+        out = [Ref(ref(v.index)) if type(v) is Ref else v if type(v) in _PLAIN else remap_refs(v, ref)
                for v in value]
         return tuple(out) if t is tuple else out
     if t is dict:
-        return {k: _remap(v, ref) for k, v in value.items()} if value else value
+        return {k: remap_refs(v, ref) for k, v in value.items()} if value else value
     return value
 
 
