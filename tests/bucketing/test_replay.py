@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from commopt.bucketing.eligibility import bucket_problem
 from commopt.bucketing.replay import Program
 from commopt.bucketing.rewrite import Bucket, _Names
-from commopt.bucketing.select import _trial, candidate_classes, choose_buckets
+from commopt.bucketing.select import _trial, candidate_classes, choose_buckets, grow_buckets
 from commopt.estimators import resolve
 from commopt.estimators.options import EstimatorOptions
 from commopt.invariants import check_order
@@ -32,38 +32,32 @@ def _tags(graph):
 
 
 def _every_candidate_matches(graph, durations, estimate) -> int:
-    """Try each class's merges in issue order, keeping two of every three, and compare each
-    replayed makespan with the rewritten graph's simulated makespan (a replay cut short:
-    the rewritten program is not shorter than the kept one); returns how many."""
+    """Grow each class's runs as the bucket choice does, keeping two of every three merges,
+    and compare each replayed makespan with the rewritten graph's simulated makespan (a replay
+    cut short: the rewritten program is not shorter than the kept one); returns how many."""
     order = Schedule.of(graph, raised_order(graph))
     program = Program(graph, order, durations, estimate, _tags(graph))
-    kept: list[Bucket] = []
     tried = 0
-    stopped: list[list[int]] = []
-    for members in candidate_classes(graph, order):
-        current = [members[0]]
-        for m in members[1:]:
-            cand = [*current, m]
-            if bucket_problem(graph, order, cand) is None:
-                replayed = program.try_bucket(Bucket(tuple(cand)), len(kept) if len(current) > 1 else None)
-                rewritten = _trial(graph, order, [*kept, Bucket(tuple(cand))], durations, estimate,
-                                   lambda g, o: True).makespan_us
-                tried += 1
-                if replayed is None:  # cut short: it cannot be shorter than the kept program
-                    assert rewritten >= program.makespan_us, cand
-                    stopped.append(cand)
-                else:
-                    assert replayed == rewritten, cand
-                if tried % 3 and replayed is not None:
-                    program.accept()
-                    current = cand
-                    continue
-            if len(current) > 1:
-                kept.append(Bucket(tuple(current)))
-            current = [m]
-        if len(current) > 1:
-            kept.append(Bucket(tuple(current)))
-        assert [a.bucket for a in program.added] == kept
+
+    def accepts(kept: list[Bucket], cand: list[int]) -> bool:
+        nonlocal tried
+        if bucket_problem(graph, order, cand) is not None:
+            return False
+        replayed = program.try_bucket(Bucket(tuple(cand)), len(kept) if len(cand) > 2 else None)
+        rewritten = _trial(graph, order, [*kept, Bucket(tuple(cand))], durations, estimate,
+                           lambda g, o: True).makespan_us
+        tried += 1
+        if replayed is None:  # cut short: it cannot be shorter than the kept program
+            assert rewritten >= program.makespan_us, cand
+        else:
+            assert replayed == rewritten, cand
+        if tried % 3 and replayed is not None:
+            program.accept()
+            return True
+        return False
+
+    kept = grow_buckets(candidate_classes(graph, order), accepts)
+    assert [a.bucket for a in program.added] == kept
     return tried
 
 
