@@ -137,10 +137,9 @@ def optimize(
     t0 = time.perf_counter()
     with progress.stage("load"), collector_paused():
         g = load_graph(graph, groups=groups, mesh=mesh, world_size=world_size, assume=assumptions)
-        freeze_long_lived()  # before the collector resumes: no collection ever scans the graph
+        freeze_long_lived()  # the graph lives for the whole call: frozen before the collector resumes
     require_known_group_sizes(g)
     find_persistent_params(g, persistent_params)  # a group name the graph lacks: refused now
-    freeze_long_lived()  # the graph lives for the whole call: no collection scans it again
     t_load = time.perf_counter() - t0
 
     t1 = time.perf_counter()

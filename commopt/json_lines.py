@@ -28,3 +28,8 @@ def compact_encoder(*, ensure_ascii: bool, separators: tuple[str, str]) -> Calla
                   False, False, True)
     join = "".join
     return lambda value: join(chunks(value, 0))
+
+
+#: ``json.dumps(value, ensure_ascii=False)`` of plain data: the one-line-per-item writers
+#: (the JSON graph's nodes, the buffer plan's buffers) share it.
+dumps_line = compact_encoder(ensure_ascii=False, separators=(", ", ": "))

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from commopt import atomic
 from commopt.errors import GraphError, json_path
-from commopt.json_lines import compact_encoder
+from commopt.json_lines import dumps_line
 from commopt.schemas.buffer_plan import FORMAT_NAME, BufferPlan, GroupArena
 
 
@@ -44,7 +44,6 @@ class _Items(list):
 
 #: Lists whose items are written one per line, each item as compact JSON.
 _ONE_LINE_ITEMS = frozenset({"buffers", "params", "not_qualified"})
-_compact = compact_encoder(ensure_ascii=False, separators=(", ", ": "))
 _plain = json.JSONEncoder(ensure_ascii=False, indent=2).encode
 
 
@@ -53,7 +52,7 @@ def _chunks(value: Any, depth: int, key: str | None = None) -> Iterator[str]:
     if isinstance(value, dict) and value:
         yield "{"
         for k, (name, item) in enumerate(value.items()):
-            yield ("\n" if k == 0 else ",\n") + inner + _compact(name) + ": "
+            yield ("\n" if k == 0 else ",\n") + inner + dumps_line(name) + ": "
             yield from _chunks(item, depth + 1, name)
         yield "\n" + pad + "}"
     elif isinstance(value, list) and value and key in _ONE_LINE_ITEMS:
@@ -61,7 +60,7 @@ def _chunks(value: Any, depth: int, key: str | None = None) -> Iterator[str]:
         for k, item in enumerate(value):
             if isinstance(value, _Items):
                 item = item.model_dump(mode="json")
-            yield ("\n" if k == 0 else ",\n") + inner + _compact(item)
+            yield ("\n" if k == 0 else ",\n") + inner + dumps_line(item)
         yield "\n" + pad + "]"
     elif isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
         yield "["

@@ -957,7 +957,6 @@ def measure_memory(rt, inputs) -> None:
     cuda = rt.device.type == "cuda"
     if cuda:  # library workspaces (cuBLAS's) are made by a first step, not counted in one
         run_optimized(rt, fresh_inputs(inputs))
-        torch.cuda.synchronize(rt.device)
     step_inputs = fresh_inputs(inputs)
     arenas = list(rt.arenas.values())
     counter = LiveStorages([*arenas, *(v for v in step_inputs.values() if isinstance(v, torch.Tensor))])

@@ -27,7 +27,7 @@ from commopt.ir.graph import (
     TensorMeta,
 )
 from commopt.ir.validate import encodable
-from commopt.json_lines import compact_encoder
+from commopt.json_lines import dumps_line
 from commopt.schemas.graph import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -589,10 +589,6 @@ def _raw_nodes(graph: Graph, raw: dict[str, Any], order: list[int]) -> list[Any]
     return out
 
 
-#: ``json.dumps(node, ensure_ascii=False)`` without building an encoder per node.
-_encode_node = compact_encoder(ensure_ascii=False, separators=(", ", ": "))
-
-
 def dumps_document(doc: dict[str, Any]) -> str:
     """Serialize a graph document deterministically, one node per line."""
     head = {k: v for k, v in doc.items() if k != "nodes"}
@@ -604,7 +600,7 @@ def dumps_document(doc: dict[str, Any]) -> str:
     lines.append('  "nodes": [')
     for i, nd in enumerate(nodes):
         sep = "," if i + 1 < len(nodes) else ""
-        lines.append("    " + _encode_node(nd) + sep)
+        lines.append("    " + dumps_line(nd) + sep)
     lines.append("  ]")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -114,14 +114,7 @@ def demand_order(
             while flushed < len(held):
                 emit(held[flushed])
                 flushed += 1
-        if not emitted[u]:  # emit(u) inlined for its common case: every predecessor is out
-            for p in preds[u]:
-                if not emitted[p]:
-                    emit(u)
-                    break
-            else:
-                emitted[u] = 1
-                append(u)
+        emit(u)
         clock += step
     for v in held:
         emit(v)
