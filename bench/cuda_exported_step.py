@@ -3,7 +3,8 @@
 The peer of the generated runner's ``--out`` timings on a GPU machine, measured the same way:
 CUDA events around each step (no synchronization between steps) and the main thread's CPU
 time per step, after warm-up. The archive must have been exported at world size 1, so that
-its collectives name the world group (``"0"``) that this process creates. Needs only torch::
+its collectives name the world group (``"0"``) that this process creates. Run from a
+checkout (it uses the test harness's ``flat_inputs``)::
 
     python bench/cuda_exported_step.py GRAPH.pt2 [--iters 200] [--warmup 10]
 
@@ -18,29 +19,9 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
-
-
-def _placeholder_values(ep, device):
-    """The graph module's inputs: state dict, constants and example user inputs, on ``device``."""
-    import torch
-    import torch.utils._pytree as pytree
-    from torch.export.graph_signature import InputKind
-
-    args, kwargs = ep.example_inputs
-    user = iter(pytree.tree_leaves((tuple(args), dict(kwargs or {}))))
-    values = []
-    for spec in ep.graph_signature.input_specs:
-        if spec.kind is InputKind.USER_INPUT:
-            value = next(user)
-        elif spec.kind is InputKind.PARAMETER:
-            value = ep.state_dict[spec.target].detach()
-        elif spec.kind is InputKind.BUFFER:
-            value = (ep.state_dict if spec.persistent else ep.constants)[spec.target]
-        else:
-            value = ep.constants[spec.target]
-        values.append(value.to(device) if isinstance(value, torch.Tensor) else value)
-    return values
+from pathlib import Path
 
 
 def _on_device(gm, device):
@@ -57,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.distributed import flat_inputs  # the test harness's placeholder values
+
     parser = argparse.ArgumentParser(prog="cuda_exported_step.py")
     parser.add_argument("archive")
     parser.add_argument("--iters", type=int, default=200)
@@ -69,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     dist.init_process_group("nccl", rank=0, world_size=1, device_id=device)
     try:
         ep = torch.export.load(args.archive)
-        gm, inputs = _on_device(ep.graph_module, device), _placeholder_values(ep, device)
+        gm = _on_device(ep.graph_module, device)
+        inputs = [v.to(device) if isinstance(v, torch.Tensor) else v for v in flat_inputs(ep)]
         with torch.no_grad():
             for _ in range(args.warmup):
                 gm(*inputs)
