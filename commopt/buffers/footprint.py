@@ -154,6 +154,13 @@ class FootprintBudget:
             self._seen[key] = hit
         return hit
 
+    def raised_to(self, peak_bytes: int) -> FootprintBudget:
+        """This budget, at ``peak_bytes`` where that is more (same options and base)."""
+        if peak_bytes <= self.budget_bytes:
+            return self
+        return FootprintBudget(peak_bytes, align=self.align, collective_types=self.collective_types,
+                               persistent_params=self.persistent_params, base=self.base)
+
     def peak(self, graph: Graph, order: Sequence[int]) -> int:
         """The estimated footprint's peak bytes of ``order``."""
         return self.footprint(graph, order).peak_bytes

@@ -121,6 +121,42 @@ def demand_order(
     return out
 
 
+def memory_lean_order(graph: Graph, order: Sequence[int], allow_cross_group: bool) -> list[int]:
+    """``order`` with every node that allocates more than it frees there (net of the
+    storages whose last use it is in ``order``) held back to just before the first node that
+    needs it: an all_gather's output, a cast or a matmul then lives from its first reader
+    instead of from where the input order happened to put it. Nodes that free memory stay
+    where they are, so the peak usually drops (an FSDP stack: 552 -> 520 MiB); callers keep
+    the result only when it does. Linear in nodes plus edges (:func:`demand_order`).
+    """
+    from commopt.sim.model import memory_model
+
+    nodes = graph.nodes
+    n = len(nodes)
+    model = memory_model(graph, padded=True)
+    pos = Schedule.of(graph, order).positions
+    last = [-1] * n  # the position of each storage's last use in ``order``
+    for i in order:
+        for r in model.releases[i]:
+            if pos[i] > last[r]:
+                last[r] = pos[i]
+    net = list(model.alloc)
+    for r in range(n):
+        if last[r] >= 0 and not model.is_input[r]:
+            net[order[last[r]]] -= model.alloc[r]
+    lazy = bytearray(n)
+    fence = bytearray(n)
+    for node in nodes:
+        i = node.index
+        if node.kind is NodeKind.OUTPUT:
+            fence[i] = 1
+        elif node.kind is not NodeKind.INPUT and net[i] > 0:
+            lazy[i] = 1
+    chain = collective_chain(graph, order, allow_cross_group)
+    preds = neighbour_lists(*graph.pred_arrays(), {b: a for a, b in chain.items()})
+    return demand_order(order, lazy, fence, preds, [0.0] * n, [math.inf] * n)
+
+
 def within_budget(graph: Graph, order: Sequence[int], budget_bytes: int | None) -> bool:
     """Whether ``order``'s padded peak live memory (commopt.sim.peak_memory) fits the budget."""
     if budget_bytes is None:

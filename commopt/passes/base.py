@@ -90,6 +90,20 @@ class PassContext:
             return False
         return self.footprint_budget is None or self.footprint_budget.fits(graph, order)
 
+    def capped_at(self, graph: Graph, order: Sequence[int]) -> PassContext:
+        """This context with each budget ``order`` exceeds raised to what ``order`` holds:
+        for a budget no order was found to meet, the passes then look for a better order
+        that holds no more than ``order``."""
+        from commopt.sim.memory import peak_memory
+
+        live = self.memory_budget_bytes
+        if live is not None:
+            live = max(live, peak_memory(graph, order, padded=True)[0])
+        fb = self.footprint_budget
+        if fb is not None:
+            fb = fb.raised_to(fb.peak(graph, order))
+        return replace(self, memory_budget_bytes=live, footprint_budget=fb, _sims={})
+
     @classmethod
     def for_graph(
         cls,

@@ -35,11 +35,13 @@ from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.passes._common import (
     collective_chain,
+    memory_lean_order,
     most_robust,
     neighbour_lists,
     zero_cost_view_mask,
 )
 from commopt.passes.base import Pass, PassContext
+from commopt.sim.memory import peak_memory
 from commopt.sim.model import ZERO_TIME_KINDS, MemoryModel, memory_model, needs_finish
 
 _INF = float("inf")
@@ -75,11 +77,38 @@ class ComputeOverlap(Pass):
         makespan degrades least when the costs are off (:func:`most_robust`); that one
         replaces the input order only when the simulator confirms it is better (makespan,
         then exposed communication).
+
+        An input order over a memory budget (one set below its peak) is first made leaner
+        (:func:`_leaner`) and scheduled from there; any schedule within the budget then
+        replaces it. When none is, the budget is out of reach for this scheduler: the best
+        schedule that uses no more memory than the leaner order replaces the input (the
+        result never holds more than the input; the summary says the budget was not met).
         """
         if not graph.collectives():
             return list(order)
         model = memory_model(graph, padded=True)
         before = ctx.simulate(graph, order)
+        if ctx.fits(graph, order):
+            found_all = self._search(graph, order, ctx, model, before, before.makespan_us)
+            if not found_all:
+                return list(order)
+            chosen = most_robust(graph, ctx, found_all)
+            after = ctx.simulate(graph, chosen)
+            if (after.makespan_us, after.exposed_comm_us) < (before.makespan_us, before.exposed_comm_us):
+                return chosen
+            return list(order)
+        lean = _leaner(graph, order, ctx)
+        found_all = self._search(graph, lean, ctx, model, before, _INF)
+        if not found_all:
+            within = ctx.capped_at(graph, lean)
+            found_all = self._search(graph, lean, within, model, before, _INF)
+        return most_robust(graph, ctx, found_all) if found_all else lean
+
+    def _search(self, graph: Graph, order: Sequence[int], ctx: PassContext, model: MemoryModel,
+                before, ceiling_us: float) -> list[tuple[tuple[float, float, int], list[int]]]:
+        """((makespan, exposed, rank), order) of every policy's best schedule within ``ctx``'s
+        budgets, tried in :meth:`_attempts` order up to :meth:`_cap` schedules, stopping at
+        the lower bound of ``before`` (the input's simulation)."""
         floor_us = before.lower_bound_us * (1.0 + 1e-9)
         found_all: list[tuple[tuple[float, float, int], list[int]]] = []
         cap = self._cap(len(graph))
@@ -93,20 +122,14 @@ class ComputeOverlap(Pass):
             rule = pctx.allow_cross_group_reorder
             if rule not in prepared:
                 prepared[rule] = _Prepared(graph, order, pctx, model)
-            found = self._fitting(graph, order, pctx, policy, model, before.makespan_us, retries,
+            found = self._fitting(graph, order, pctx, policy, model, ceiling_us, retries,
                                   prepared[rule])
             if found is not None:
                 cand, makespan_us, exposed_us = found
                 found_all.append(((makespan_us, exposed_us, rank), cand))
                 if makespan_us <= floor_us:
                     break  # at the lower bound: no other policy can do better
-        if not found_all:
-            return list(order)
-        chosen = most_robust(graph, ctx, found_all)
-        after = ctx.simulate(graph, chosen)
-        if (after.makespan_us, after.exposed_comm_us) < (before.makespan_us, before.exposed_comm_us):
-            return chosen
-        return list(order)
+        return found_all
 
     @staticmethod
     def _cap(nodes: int) -> int:
@@ -194,6 +217,32 @@ class ComputeOverlap(Pass):
         if best is None or not ctx.fits(graph, best[1]):
             return None
         return best[1], best[0][0], best[0][1]
+
+
+def _leaner(graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int]:
+    """An order that holds less than ``order``, which exceeds a memory budget: rounds of
+    :func:`~commopt.passes._common.memory_lean_order` while each lowers the live-tensor or
+    footprint peak and raises neither, at most four (each is linear), stopping once the
+    budgets are met. The scheduler then starts from it, so a schedule that follows its
+    memory profile fits where one following the input's could not (an FSDP stack: 552 ->
+    520 MiB). ``order`` itself when no round helps."""
+    best, best_use = list(order), _usage(graph, ctx, order)
+    for _ in range(4):
+        cand = memory_lean_order(graph, best, ctx.allow_cross_group_reorder)
+        use = _usage(graph, ctx, cand)
+        if use == best_use or any(u > b for u, b in zip(use, best_use, strict=True)):
+            break
+        best, best_use = cand, use
+        if ctx.fits(graph, best):
+            break
+    return best
+
+
+def _usage(graph: Graph, ctx: PassContext, order: Sequence[int]) -> tuple[int, int]:
+    """What ``order`` holds at its peak: padded live tensors, and the footprint (arenas +
+    other live tensors; 0 without persistent buffers)."""
+    fb = ctx.footprint_budget
+    return peak_memory(graph, order, padded=True)[0], 0 if fb is None else fb.peak(graph, order)
 
 
 def _overshoot(graph: Graph, ctx: PassContext, order: list[int], peak: int) -> int:

@@ -169,9 +169,9 @@ def memory_budget(graph: Graph, max_memory_increase: float = DEFAULT_MAX_MEMORY_
 def check_max_memory_increase(value: float) -> None:
     """Raise :class:`OptionError` unless ``-1 < value <= 100`` (a fraction, not percent).
 
-    A negative value asks for an order whose peak is *below* the original's (the passes then
-    favour memory; when no such order is found the best one found is kept and the summary
-    says the budget was not met).
+    A negative value asks for an order whose peak is *below* the original's (compute-overlap
+    then schedules from a leaner order; when no order meets the budget, the best one that
+    holds no more than the original is kept and the summary says the budget was not met).
     """
     if not (isinstance(value, (int, float)) and -1.0 < float(value) <= 100.0):
         raise OptionError(f"max_memory_increase must be a fraction above -1 and at most 100, got {value!r}",

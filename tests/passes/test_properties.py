@@ -46,3 +46,23 @@ def test_cross_group_reorder_still_keeps_group_order(gd):
     result = PassManager([reg.create(n) for n in ("raise-comms", "compute-overlap")]).run(
         graph, graph.original_order, ctx)
     assert check_order(graph, result.order, allow_cross_group_reorder=True) == []
+
+
+@settings(max_examples=40)
+@given(gd=graph_and_durations())
+def test_a_budget_below_the_input_never_gets_an_order_that_holds_more(gd):
+    """A budget 30% below the original order's peak is mostly out of reach: the default
+    pipeline's order then keeps the invariants, holds no more than the original and is
+    deterministic; where it fits the budget it is taken."""
+    from commopt.passes.base import DEFAULT_PIPELINE
+
+    graph, durations = gd
+    ctx = PassContext.for_graph(graph, durations, max_memory_increase=-0.3)
+    reg = get_registry()
+    result = PassManager([reg.create(n) for n in DEFAULT_PIPELINE]).run(graph, graph.original_order, ctx)
+    order = list(result.order)
+    assert check_order(graph, order) == []
+    original_peak = peak_memory(graph, graph.original_order, padded=True)[0]
+    assert peak_memory(graph, order, padded=True)[0] <= original_peak
+    again = PassManager([reg.create(n) for n in DEFAULT_PIPELINE]).run(graph, graph.original_order, ctx)
+    assert list(again.order) == order
