@@ -38,6 +38,10 @@ from commopt.cli.progress import stage_progress
               help="Let collectives of different process groups change their relative order, or "
                    "keep it (same-group order is always kept) [default: reorder where every rank "
                    "provably runs this program in one order, see docs/process-groups.md].")
+@click.option("--reorder-within-groups", is_flag=True, default=None,
+              help="Let collectives of one process group change their relative order too; only "
+                   "where every rank provably runs this program in one order (an error elsewhere), "
+                   "see docs/process-groups.md [default: off].")
 @align_option
 @click.option("--comm-buffers", default=None, metavar="all|TYPE,...",
               help="Collective types given persistent buffers, or 'none' (each collective allocates "
@@ -65,7 +69,8 @@ from commopt.cli.progress import stage_progress
 @pass_app
 def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
                  max_memory_increase: float | None, memory_accounting: str | None,
-                 allow_cross_group_reorder: bool | None, align: int | None, comm_buffers: str | None,
+                 allow_cross_group_reorder: bool | None, reorder_within_groups: bool | None,
+                 align: int | None, comm_buffers: str | None,
                  persistent_params: str | None, force: bool, solver: str | None, time_limit_s: float | None,
                  assume: tuple[str, ...],
                  no_timings: bool,
@@ -80,6 +85,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
     cfg = app.config.with_overrides({
         "passes": passes, "max_memory_increase": max_memory_increase,
         "allow_cross_group_reorder": allow_cross_group_reorder,
+        "reorder_within_groups": reorder_within_groups,
         "align": align, "comm_buffers": comm_buffers, "persistent_params": persistent_params,
         "solver": solver, "time_limit": time_limit_s,
     })
@@ -92,6 +98,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             passes=cfg.get("passes"),
             max_memory_increase=cfg.get("max_memory_increase", DEFAULT_MAX_MEMORY_INCREASE),
             allow_cross_group_reorder=cfg.get("allow_cross_group_reorder"),
+            reorder_within_groups=bool(cfg.get("reorder_within_groups", False)),
             estimator=options_from_cli(app.config, estimator_values),
             groups=groups_file,
             mesh=mesh,
@@ -182,6 +189,9 @@ def _print_text(app: App, s) -> None:
         verb = "reordered" if s.cross_group.allowed else "kept"
         out.print(f"order across process groups {verb} (rule {s.cross_group.rule}): "
                   f"{s.cross_group.reason}", markup=False)
+        if s.cross_group.within_groups:
+            out.print("order within process groups reordered too (--reorder-within-groups): "
+                      "verify the outputs with the same flag", markup=False)
     if s.data_dependent is not None:
         _print_data_dependent(out, s.data_dependent)
     if s.optimizer_seconds is not None:

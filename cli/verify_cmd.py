@@ -21,11 +21,16 @@ from commopt.cli.options import (
               help="Accept collectives of different groups in a new relative order, or not "
                    "[default: accept where every rank provably runs the program in one order, "
                    "the rule optimize applies; see docs/process-groups.md].")
+@click.option("--reorder-within-groups", is_flag=True,
+              help="Accept collectives of one group in a new relative order too, as "
+                   "optimize --reorder-within-groups writes them (only where every rank provably "
+                   "runs the program in one order).")
 @group_options
 @format_option
 @pass_app
 def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorder: bool | None,
-               groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str) -> None:
+               reorder_within_groups: bool, groups_file: str | None, mesh: str | None,
+               world_size: int | None, fmt: str) -> None:
     """Check that REORDERED (any tool's) keeps every invariant of ORIGINAL; exit 1 if not.
 
     A reorder may change the order only. Nodes are matched by name; missing, extra and
@@ -34,7 +39,7 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
     world size must be the same (docs/design.md, "What verify compares").
     """
     from commopt.bucketing.verify import verify_graph
-    from commopt.cross_group import decide_cross_group
+    from commopt.cross_group import decide_cross_group, within_groups
     from commopt.errors import CheckFailed
     from commopt.invariants import content_from_json
     from commopt.ir.graph import Graph
@@ -42,7 +47,10 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
 
     g0 = load_graph_for_cli(original, groups_file, mesh, world_size)
     g1 = _load_reordered(reordered, groups_file, mesh, world_size)
-    allow_cross_group_reorder = decide_cross_group(g0, allow_cross_group_reorder).allowed
+    cross = decide_cross_group(g0, allow_cross_group_reorder)
+    if reorder_within_groups:
+        g0, cross = within_groups(g0, cross)
+    allow_cross_group_reorder = cross.allowed
     content = None
     if not isinstance(g1, Graph):
         content = content_from_json(reordered, g0, groups=groups_file, mesh=mesh, world_size=world_size)
@@ -50,6 +58,7 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
     report = VerifyReport(
         original=original, reordered=reordered, nodes=len(g0), ok=not violations,
         allow_cross_group_reorder=allow_cross_group_reorder,
+        reorder_within_groups=reorder_within_groups,
         violations=[ViolationModel(invariant=v.invariant, title=v.title, message=v.message,
                                    nodes=list(v.nodes)) for v in violations],
     )

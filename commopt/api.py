@@ -19,7 +19,7 @@ from typing import Any
 from commopt.assumed_sizes import DEFAULT_SCALES
 from commopt.bucketing.summary import bucketing_summary
 from commopt.buffers.footprint import footprint_summary
-from commopt.cross_group import decide_cross_group, not_one_program
+from commopt.cross_group import decide_cross_group, not_one_program, within_groups
 from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
 from commopt.gc_freeze import collector_paused, freeze_long_lived, freezing_gc
@@ -58,6 +58,7 @@ def optimize(
     passes: str | Sequence[str] | None = None,
     max_memory_increase: float = DEFAULT_MAX_MEMORY_INCREASE,
     allow_cross_group_reorder: bool | None = None,
+    reorder_within_groups: bool = False,
     estimator: str | EstimatorOptions = "analytical",
     durations_us: Sequence[float] | None = None,
     groups: str | os.PathLike[str] | None = None,
@@ -90,7 +91,10 @@ def optimize(
     original order's peak. ``allow_cross_group_reorder``: None (default) lets collectives of
     different groups change their relative order exactly where every rank provably runs this
     program in one order (:func:`commopt.cross_group.decide_cross_group`); True/False force it;
-    the summary's ``cross_group`` says which rule applied and why. Durations come from ``estimator`` — a spec such as
+    the summary's ``cross_group`` says which rule applied and why. ``reorder_within_groups``:
+    collectives of one group may change their relative order too, where every rank provably
+    runs the program in one order (:func:`commopt.cross_group.within_groups`; an
+    :class:`~commopt.errors.OptionError` elsewhere). Durations come from ``estimator`` — a spec such as
     ``"profile,analytical"`` or an :class:`~commopt.estimators.EstimatorOptions` (hardware,
     GPUs per node, profile and table files) — unless ``durations_us`` gives them. A graph
     without collectives keeps its order. With ``output_dir`` the full output set is built
@@ -164,6 +168,8 @@ def optimize(
     t_est = time.perf_counter() - t1
     freeze_long_lived()  # the durations (and the estimator's caches) live on too
     cross = decide_cross_group(g, allow_cross_group_reorder, estimator=estimator_name)
+    if reorder_within_groups:  # the same nodes without the edges that queue a group's collectives
+        g, cross = within_groups(g, cross, estimator=estimator_name)
     allow_cross_group_reorder = cross.allowed
 
     t2 = time.perf_counter()
@@ -173,16 +179,26 @@ def optimize(
                           f"{memory_accounting!r}", field="memory_accounting")
     footprint_budget = (_footprint_budget(g, max_memory_increase, output_options)
                         if memory_accounting == "footprint" else None)
-    ctx = PassContext.for_graph(g, durs, max_memory_increase=max_memory_increase,
-                                allow_cross_group_reorder=allow_cross_group_reorder,
-                                footprint_budget=footprint_budget,
-                                estimate=(lambda node, graph: chain.estimate(node, graph)[0])
-                                if options is not None else None,
-                                not_one_program=not_one_program(g, estimator_name))
+
+    def context(graph: Graph) -> PassContext:
+        return PassContext.for_graph(graph, durs, max_memory_increase=max_memory_increase,
+                                     allow_cross_group_reorder=allow_cross_group_reorder,
+                                     footprint_budget=footprint_budget,
+                                     estimate=(lambda node, gr: chain.estimate(node, gr)[0])
+                                     if options is not None else None,
+                                     not_one_program=not_one_program(graph, estimator_name))
+
+    ctx = context(g)
     colls = g.collectives()
     if colls:
         with progress.stage("passes " + ",".join(names)):
             pipeline = PassManager(pipeline_passes).run(g, g.original_order, ctx)
+        if not g.group_order:  # keeping each group's order is one of the free orders
+            with progress.stage("passes " + ",".join(names) + " (each group's order kept)"):
+                kept = _group_order_kept(g, pipeline, PassManager(pipeline_passes), context, notes)
+            if kept is not None:
+                g, pipeline = kept
+                ctx = context(g)
     else:
         from commopt.sim import simulate
 
@@ -234,7 +250,8 @@ def optimize(
         max_memory_increase=max_memory_increase,
         memory_budget_bytes=ctx.memory_budget_bytes,
         allow_cross_group_reorder=allow_cross_group_reorder,
-        cross_group=CrossGroupOrder(allowed=cross.allowed, rule=cross.rule, reason=cross.reason),
+        cross_group=CrossGroupOrder(allowed=cross.allowed, rule=cross.rule, reason=cross.reason,
+                                    within_groups=not g.group_order),
         passes=[PassSummary(name=r.name, before=_numbers(r.before), after=_numbers(r.after),
                             changed=r.changed, note=r.note) for r in pipeline.records],
         before=_numbers(pipeline.initial),
@@ -328,6 +345,25 @@ def _footprint_budget(graph: Graph, max_memory_increase: float, options: OutputO
                                      collective_types=options.comm_buffers,
                                      persistent_params=options.persistent_params)
 
+
+
+def _group_order_kept(free: Graph, pipeline: PipelineResult, manager: PassManager, context,
+                      notes: list[str]) -> tuple[Graph, PipelineResult] | None:
+    """The pipeline run again with every group's collectives in their input order (the
+    graph with its group-order edges), when that finishes first (makespan, then exposed
+    communication): the passes are greedy, and more freedom can lead them to a worse order.
+    Returns that graph and its result (None: the free order is kept), with a note either way,
+    so ``--reorder-within-groups`` is never worse than leaving it off."""
+    strict = free.with_group_order(True)
+    kept = manager.run(strict, strict.original_order, context(strict))
+    ours, theirs = pipeline.final, kept.final
+    if (theirs.makespan_us, theirs.exposed_comm_us) < (ours.makespan_us, ours.exposed_comm_us):
+        notes.append(f"reordering within groups: keeping each group's order finished first "
+                     f"({theirs.makespan_us:,.1f} vs {ours.makespan_us:,.1f} us), so it is kept")
+        return strict, kept
+    notes.append(f"reordering within groups: {ours.makespan_us:,.1f} us, keeping each group's "
+                 f"order {theirs.makespan_us:,.1f} us")
+    return None
 
 
 def _as_saved(graph: Graph, pipeline: PipelineResult, durations: list[float],

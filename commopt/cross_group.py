@@ -68,6 +68,29 @@ def decide_cross_group(graph: Graph, requested: bool | None, *,
         "the one order commopt writes: reordering across groups cannot deadlock"))
 
 
+def within_groups(graph: Graph, cross: CrossGroupRule, *, estimator: str | None = None,
+                  ) -> tuple[Graph, CrossGroupRule]:
+    """``graph`` with the collectives of each group free to change their relative order too
+    (``--reorder-within-groups``), and the cross-group rule that goes with it (reordering
+    within a group includes reordering across groups). A group's members match collectives
+    by the order they issue them; when every rank runs this program in commopt's one order,
+    each group's collectives are issued in the same new order on all of them, which is all
+    a group needs. So it is allowed exactly where that is proven (:func:`not_one_program`);
+    elsewhere, or against ``--keep-cross-group-order``, an :class:`OptionError` says why."""
+    from commopt.errors import OptionError
+
+    why = not_one_program(graph, estimator)
+    if why:
+        raise OptionError(f"--reorder-within-groups needs every rank to run this program in one "
+                          f"order, which is not proven: {why}", field="reorder_within_groups")
+    if not cross.allowed and cross.rule == "flag":
+        raise OptionError("--reorder-within-groups reorders across groups too; it cannot be "
+                          "combined with --keep-cross-group-order", field="reorder_within_groups")
+    rule = cross if cross.allowed else CrossGroupRule(
+        True, cross.rule, cross.reason + "; collectives of one group may be reordered (--reorder-within-groups)")
+    return graph.without_group_order(), rule
+
+
 def not_one_program(graph: Graph, estimator: str | None = None) -> str | None:
     """Why it is not proven that every rank runs this same program in one order, the proof a
     pass needs to change which collectives exist (bucketing: every rank must merge alike);

@@ -59,7 +59,8 @@ def check_order(
     ``order`` must list node indices of ``graph``; missing or repeated indices are reported
     as invariant 0 and the other checks then run on the nodes that are present. Unless
     ``allow_cross_group_reorder``, collectives of different groups must also keep their
-    original relative order (every rank then issues them in one global order).
+    original relative order (every rank then issues them in one global order). On a graph
+    without group order (:meth:`Graph.without_group_order`) invariant 2 asks nothing.
     """
     try:
         schedule = Schedule.of(graph, order)
@@ -71,7 +72,7 @@ def check_order(
     pred_late = bool((pos[pairs.pred] > pos[pairs.succ]).any())
     order_arr = np.asarray(schedule.order, dtype=np.int64).reshape(len(graph.nodes))
     issued = order_arr[pairs.is_collective[order_arr]]
-    coll_late = bool((issued[1:] < issued[:-1]).any())
+    coll_late = graph.group_order and bool((issued[1:] < issued[:-1]).any())
     if not (wait_late or pred_late or coll_late):
         return _check_no_write_in_flight(graph, list(schedule.positions))
     return _check_each(graph, order, allow_cross_group_reorder)
@@ -136,7 +137,8 @@ def _check_each(graph: Graph, order: Sequence[int], allow_cross_group_reorder: b
     out.extend(_check_wait_before_use(graph, pos))
     seen = {(v.nodes[0], v.nodes[1]) for v in out if v.invariant == 4 and len(v.nodes) == 2}
     out.extend(_check_topological(graph, pos, seen))
-    out.extend(_check_collective_order(graph, order, pos, allow_cross_group_reorder))
+    if graph.group_order:
+        out.extend(_check_collective_order(graph, order, pos, allow_cross_group_reorder))
     out.extend(_check_no_write_in_flight(graph, pos))
     return out
 
@@ -305,6 +307,7 @@ GRAPH_FIELDS_NOT_COMPARED: dict[str, str] = {
     "source_path": "where the file lies",
     "meta": "the loader's notes (warnings, unproven group sizes)",
     "payload": "the file's own object (ExportedProgram or JSON document), compared through the nodes",
+    "group_order": "how the original is checked (--reorder-within-groups), not part of the program",
 }
 
 #: Node fields holding node indices: compared as the names of those nodes (an unordered set

@@ -25,6 +25,9 @@ class ConfigFile(BaseModel):
     table: str | None = Field(None, description="JSON/CSV duration table (relative to this file)")
     max_memory_increase: float | None = Field(None, gt=-1, le=100, allow_inf_nan=False)
     allow_cross_group_reorder: bool | None = None
+    reorder_within_groups: bool | None = Field(
+        None, description="let collectives of one process group change their relative order "
+                          "where every rank provably runs the program in one order")
     align: int | None = Field(None, ge=1)
     comm_buffers: str | None = None
     persistent_params: str | None = Field(

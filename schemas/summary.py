@@ -152,6 +152,10 @@ class CrossGroupOrder(BaseModel):
         description="spmd: every rank provably runs this program in one order; one-group: nothing "
                     "to reorder; not-proven: kept, see reason; flag: the user's explicit choice")
     reason: str
+    within_groups: bool = Field(
+        False, description="collectives of one group could change their relative order too "
+                           "(--reorder-within-groups, only where every rank provably runs the program "
+                           "in one order)")
 
 
 class ScenarioMakespans(BaseModel):

@@ -22,6 +22,7 @@ class VerifyReport(BaseModel):
     nodes: int
     ok: bool
     allow_cross_group_reorder: bool
+    reorder_within_groups: bool = False
     violations: list[ViolationModel]
 
 

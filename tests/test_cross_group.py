@@ -107,3 +107,49 @@ def test_optimize_reports_the_rule_and_reorders_across_groups():
     assert kept.summary.cross_group.rule == "flag" and not kept.summary.allow_cross_group_reorder
     assert check_order(kept.graph, kept.order) == []
     assert s.after.makespan_us < kept.summary.after.makespan_us
+
+
+def test_reordering_within_groups_needs_the_same_proof_and_no_kept_order():
+    from commopt.cross_group import within_groups
+    from commopt.errors import OptionError
+
+    leaves_out = _two_groups(4, {"ranks": [0, 1, 2, 3]}, {"ranks": [0, 1]})
+    with pytest.raises(OptionError, match="not proven: group 'b'"):
+        within_groups(leaves_out, decide_cross_group(leaves_out, None))
+    mesh = {"dp": 2, "tp": 2}
+    g = _two_groups(4, {"ranks": [0, 2], "mesh_dim": "dp"}, {"ranks": [0, 1], "mesh_dim": "tp"}, mesh=mesh)
+    with pytest.raises(OptionError, match="--keep-cross-group-order"):
+        within_groups(g, decide_cross_group(g, False))
+    free, rule = within_groups(g, decide_cross_group(g, None))
+    assert not free.group_order and free.nodes is g.nodes and rule.allowed
+    assert not any(g.nodes[a].collective and g.nodes[b].collective for a, b in free.ordering_edges)
+
+
+def test_reordering_within_groups_from_the_command_line(tmp_path, capsys):
+    """optimize --reorder-within-groups on the corpus SimpleFSDP step: a faster order that
+    issues reduce_scatters out of their input order; verify needs the same flag; a graph
+    where one order on every rank is not proven is one line, exit 2."""
+    import json
+
+    from commopt.io import save_graph
+    from tests.cli_run import run_cli
+
+    src = CORPUS / "ws8" / "llama_fsdp.pt2"
+    out = tmp_path / "out"
+    assert run_cli(["optimize", str(src), "-o", str(out), "--reorder-within-groups", "--no-timings"]) == 0
+    assert "order within process groups reordered too" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["cross_group"]["within_groups"] is True
+    assert run_cli(["optimize", str(src), "-o", str(tmp_path / "d"), "--no-timings"]) == 0
+    default = json.loads((tmp_path / "d" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["after"]["makespan_us"] < default["after"]["makespan_us"]
+    capsys.readouterr()
+    assert run_cli(["verify", str(src), str(out / src.name)]) == 1
+    assert "invariant 2" in capsys.readouterr().out
+    assert run_cli(["verify", "--reorder-within-groups", str(src), str(out / src.name)]) == 0
+    bad = tmp_path / "leaves_out.json"
+    save_graph(_two_groups(4, {"ranks": [0, 1, 2, 3]}, {"ranks": [0, 1]}), bad)
+    capsys.readouterr()
+    assert run_cli(["optimize", str(bad), "-o", str(tmp_path / "b"), "--reorder-within-groups"]) == 2
+    err = capsys.readouterr().err
+    assert "not proven" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

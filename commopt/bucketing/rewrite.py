@@ -276,7 +276,7 @@ def _materialize(graph: Graph, sequence: list, replaced: dict[int, str], names: 
     meta["buckets"] = [*meta.get("buckets", []), *([list(m), c] for m, c in records)]
     new = Graph(out_nodes, dict(graph.groups), name=graph.name, source_format=graph.source_format,
                 source_path=graph.source_path, world_size=graph.world_size, mesh=graph.mesh,
-                meta=meta, payload=graph.payload)
+                meta=meta, payload=graph.payload, group_order=graph.group_order)
     new.meta.update(_loaded_origin(graph, origin, replaced, new_index))
     return Rewritten(new, tuple(origin), records)
 

@@ -218,8 +218,12 @@ class Graph:
         mesh: dict[str, int] | None = None,
         meta: dict[str, Any] | None = None,
         payload: Any = None,
+        group_order: bool = True,
     ) -> None:
         self.nodes = nodes
+        #: whether the collectives of one process group keep their input order (an ordering
+        #: edge between consecutive ones, and invariant 2); False: :meth:`without_group_order`
+        self.group_order = group_order
         self.groups = groups
         self.name = name
         self.source_format = source_format
@@ -249,6 +253,23 @@ class Graph:
                        mesh=kw.get("mesh"))
         return cls(nodes, groups, **kw)
 
+    def without_group_order(self) -> Graph:
+        """This graph (the same nodes, groups and payload) with the collectives of one
+        process group free to change their relative order: no ordering edge between them,
+        and invariant 2 no longer asks for it. Valid only where every rank provably runs the
+        program in one order (:func:`commopt.cross_group.not_one_program`): ranks then issue
+        each group's collectives in the same new order, which is all a group needs."""
+        return self.with_group_order(False)
+
+    def with_group_order(self, kept: bool) -> Graph:
+        """This graph (the same nodes, groups and payload) with each group's collectives
+        kept in their input order or not (:meth:`without_group_order`); itself when it is so."""
+        if self.group_order == kept:
+            return self
+        return Graph(self.nodes, self.groups, name=self.name, source_format=self.source_format,
+                     source_path=self.source_path, world_size=self.world_size, mesh=self.mesh,
+                     meta=self.meta, payload=self.payload, group_order=kept)
+
     def _derive(self) -> None:
         nodes = self.nodes
         n = len(nodes)
@@ -262,7 +283,7 @@ class Graph:
             if node.wait_of is not None:
                 waits_of.setdefault(node.wait_of, []).append(node.index)
         self._waits_of = {c: tuple(ws) for c, ws in waits_of.items()}
-        edges = _ordering_edges(nodes, root, self._waits_of)
+        edges = _ordering_edges(nodes, root, self._waits_of, self.group_order)
         self.ordering_edges = edges
         preds: list[list[int]] = [list(node.inputs) for node in nodes]
         for a, b in edges:
@@ -336,7 +357,7 @@ def _csr(lists: list[list[int]], *, dedupe: bool) -> tuple[array, array]:
 
 
 def _ordering_edges(
-    nodes: list[Node], root: list[int], waits_of: dict[int, tuple[int, ...]]
+    nodes: list[Node], root: list[int], waits_of: dict[int, tuple[int, ...]], group_order: bool = True,
 ) -> list[tuple[int, int]]:
     """Edges no pass may break, beyond data edges.
 
@@ -348,7 +369,7 @@ def _ordering_edges(
     - randomness: RNG ops keep their order among themselves and around side-effecting
       nodes (the generator's draws stay the same), but collectives and waits may cross them;
     - collectives of one process group keep their relative order (every rank must issue
-      them in the same order).
+      them in the same order), unless ``group_order`` is False (:meth:`Graph.without_group_order`).
     """
     edges: list[tuple[int, int]] = []
     last_writer: dict[int, int] = {}
@@ -400,7 +421,7 @@ def _ordering_edges(
             if last_barrier is not None:
                 edges.append((last_barrier, i))
             comm_since_barrier.append(i)
-        if node.kind is NodeKind.COLLECTIVE and node.collective is not None:
+        if group_order and node.kind is NodeKind.COLLECTIVE and node.collective is not None:
             g = node.collective.group
             prev = last_coll_in_group.get(g)
             if prev is not None:

@@ -26,7 +26,7 @@ The bounds (:class:`LowerBounds`):
   any run ``c_i..c_j`` of them, the makespan is at least the earliest start of ``c_i`` (its
   head, or the compute of all its ancestors, which the compute stream runs before issuing
   it), plus their durations, plus the tail of ``c_j`` (or the compute that cannot start
-  before ``c_j`` ends).
+  before ``c_j`` ends). Where a group's order is free, only the whole group's run counts.
 """
 
 from __future__ import annotations
@@ -258,9 +258,17 @@ def _compute_stream_bound(graph: Graph, durations: Sequence[float], head: Heads,
 def _group_streams_bound(graph: Graph, durations: Sequence[float], head: Heads,
                          tail_end: Sequence[float]) -> float:
     """Per group, the best run of consecutive collectives: earliest start of its first,
-    their durations, the least time after its last (module docstring)."""
+    their durations, the least time after its last (module docstring). Where a group's
+    collectives may run in any order (:meth:`Graph.without_group_order`), only the whole
+    group counts: the earliest start of any, all durations, the least tail of any."""
     st = _structure(graph)
     best = 0.0
+    if not graph.group_order:
+        for chain in st.chains:
+            first = min(head.start[c] for c in chain)
+            last = min(tail_end[c] for c in chain)
+            best = max(best, first + sum(durations[c] for c in chain) + last)
+        return best
     for chain in st.chains:
         before = _compute_before(st, durations, chain)
         after = _compute_after(st, durations, chain)

@@ -25,6 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from commopt.ir.graph import NodeKind
 from commopt.solver.problem import Problem, Storage
 
 #: Share of the time limit for the makespan; the rest shortens lifetimes at that makespan.
@@ -135,11 +136,38 @@ def _build(prob: Problem, nodes: Sequence[int], fixed: Mapping[int, Fixed], floo
         m.Add((issue[s] if s in issue else start[s]) >= clock(p))
         if finish and not prob.on_compute_stream(p):
             m.Add(start[s] >= end(p))
+    if not prob.graph.group_order:
+        _free_group_streams(m, prob, nodes, fixed, start)
     makespan = m.NewIntVar(floor, horizon, "makespan")
     for i in nodes:
         m.Add(makespan >= start[i] + units[i])
     m.Minimize(makespan)
     return _Model(m, start, issue, makespan)
+
+
+def _free_group_streams(m, prob: Problem, nodes: Sequence[int], fixed: Mapping[int, Fixed],
+                        start: Mapping[int, object]) -> None:
+    """Where a group's collectives may be issued in any order (no edges queue them): they
+    still run one at a time on the group's stream, after the group's collectives fixed
+    before the window. A relaxation of the stream's first-in-first-out rule (the read-back
+    order is simulated and checked before it is kept), so the model's optimum stays a
+    lower bound."""
+    graph = prob.graph
+    by_group: dict[str, list[int]] = {}
+    for i in nodes:
+        if not prob.on_compute_stream(i):
+            by_group.setdefault(graph.nodes[i].collective.group, []).append(i)
+    busy: dict[str, int] = {}
+    for f, place in fixed.items():
+        node = graph.nodes[f]
+        if node.kind is NodeKind.COLLECTIVE and node.collective is not None:
+            g = node.collective.group
+            busy[g] = max(busy.get(g, 0), place.end)
+    for g, colls in by_group.items():
+        m.AddNoOverlap([m.NewFixedSizeIntervalVar(start[c], prob.units[c], f"q{c}") for c in colls])
+        for c in colls:
+            if g in busy:
+                m.Add(start[c] >= busy[g])
 
 
 def _hint(mv: _Model, prob: Problem, nodes: Sequence[int], values: Mapping[int, tuple[int, int]]) -> None:

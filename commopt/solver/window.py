@@ -63,6 +63,9 @@ def _solve_window(graph: Graph, prob: Problem, seq: list[int], a: int, b: int,
 
     fixed = {p: cpsat.Fixed(clock_after(p), int(times.end[p]))
              for s in window for p in preds.get(s, ()) if p not in inside}
+    if not graph.group_order:  # no edges queue a group's collectives: the earlier ones keep its stream busy
+        fixed.update((p, cpsat.Fixed(clock_after(p), int(times.end[p])))
+                     for p in seq[:a] if not prob.on_compute_stream(p))
     floor = max((int(times.end[i]) for i in seq[:a] if prob.on_compute_stream(i)), default=0)
     hint = {i: (clock_after(i) if not prob.on_compute_stream(i) else int(times.start[i]),
                 int(times.start[i])) for i in window}

@@ -66,3 +66,25 @@ def test_a_budget_below_the_input_never_gets_an_order_that_holds_more(gd):
     assert peak_memory(graph, order, padded=True)[0] <= original_peak
     again = PassManager([reg.create(n) for n in DEFAULT_PIPELINE]).run(graph, graph.original_order, ctx)
     assert list(again.order) == order
+
+
+@settings(max_examples=40)
+@given(gd=graph_and_durations(max_groups=3))
+def test_a_free_group_order_keeps_every_other_invariant_and_is_deterministic(gd):
+    """On a graph whose groups' collectives may be reordered (--reorder-within-groups) the
+    default pipeline keeps invariants 1, 4 and 5 and the budget, and is deterministic."""
+    from commopt.passes.base import DEFAULT_PIPELINE
+
+    graph, durations = gd
+    free = graph.without_group_order()
+    ctx = PassContext.for_graph(free, durations, max_memory_increase=0.0, allow_cross_group_reorder=True)
+    reg = get_registry()
+    order = list(PassManager([reg.create(n) for n in DEFAULT_PIPELINE]).run(free, free.original_order, ctx).order)
+    assert check_order(free, order, allow_cross_group_reorder=True) == []
+    for v in check_order(graph, order, allow_cross_group_reorder=True):  # only the group order
+        coll = [graph.nodes[graph.index_of[name]].collective for name in v.nodes]
+        assert v.invariant in (1, 2) and len(coll) == 2 and None not in coll, str(v)
+        assert coll[0].group == coll[1].group, str(v)
+    assert peak_memory(free, order, padded=True)[0] <= ctx.memory_budget_bytes
+    again = PassManager([reg.create(n) for n in DEFAULT_PIPELINE]).run(free, free.original_order, ctx)
+    assert list(again.order) == order

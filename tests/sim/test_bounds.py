@@ -96,9 +96,13 @@ def _all_orders(graph) -> list[list[int]]:
 
 
 
-@given(graph_and_durations(max_steps=30), st.randoms(use_true_random=False))
-def test_no_bound_exceeds_the_makespan_of_a_random_order(case, rng):
+@given(graph_and_durations(max_steps=30), st.randoms(use_true_random=False), st.booleans())
+def test_no_bound_exceeds_the_makespan_of_a_random_order(case, rng, free_group_order):
+    """Also where a group's collectives may run in any order (random orders then reorder
+    them): no bound may assume their input order."""
     g, durations = case
+    if free_group_order:
+        g = g.without_group_order()
     lb = lower_bounds(g, step_durations(g, durations))
     for _ in range(5):
         order = random_topological_order(g, rng)
@@ -107,9 +111,11 @@ def test_no_bound_exceeds_the_makespan_of_a_random_order(case, rng):
             assert value <= makespan + 1e-6, (name, value, makespan, order)
 
 
-@given(graph_and_durations(max_steps=30), st.booleans())
-def test_no_bound_exceeds_the_makespan_of_the_heuristic(case, cross_group):
+@given(graph_and_durations(max_steps=30), st.booleans(), st.booleans())
+def test_no_bound_exceeds_the_makespan_of_the_heuristic(case, cross_group, free_group_order):
     g, durations = case
+    if free_group_order:
+        g, cross_group = g.without_group_order(), True
     ctx = PassContext.for_graph(g, durations, max_memory_increase=10.0,
                                 allow_cross_group_reorder=cross_group)
     passes = [get_registry().create(n) for n in parse_pipeline(None)]
