@@ -27,3 +27,10 @@ def test_no_miss_says_so():
     rows = [_row("h", "original", "2.0", "1.00"), _row("h", "torch+bucketing", "1.5", "1.20"),
             _row("h", "commopt+bucket", "1.5", "1.10")]
     assert "at or below torch+bucketing on every graph" in _misses(rows)
+
+
+def test_a_miss_gives_the_within_groups_figure_when_there_is_one():
+    rows = [_row("g", "torch+bucketing", "36.9", "528.02", "inv2: 9 (unmerged)"),
+            _row("g", "commopt+bucket", "38.1", "528.00"),
+            _row("g", "commopt+bucket, within groups", "36.5", "528.00")]
+    assert "; with --reorder-within-groups 36.5 ms)." in _misses(rows)
