@@ -59,7 +59,7 @@ class ComputeOverlap(Pass):
     scheduled first. The memory budgets are enforced on the result (the live-tensor peak and,
     with persistent buffers, the footprint: :meth:`PassContext.fits`); when a schedule exceeds
     either, the scheduler retries with an internal budget lowered by the overshoot, and finally
-    keeps the input order.
+    keeps the input order (an input already over the budget: see :meth:`run`).
     """
 
     name: ClassVar[str] = "compute-overlap"
