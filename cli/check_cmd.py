@@ -78,7 +78,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
     result = optimize(
         graph, passes=cfg.get("passes"), estimator=est,
         allow_cross_group_reorder=cfg.get("allow_cross_group_reorder"),
-        reorder_within_groups=bool(cfg.get("reorder_within_groups", False)),
+        reorder_within_groups=cfg.get("reorder_within_groups"),
         groups=groups_file, mesh=mesh, world_size=world_size, timings=False, **kwargs,
     )
     s = result.summary

@@ -38,10 +38,11 @@ from commopt.cli.progress import stage_progress
               help="Let collectives of different process groups change their relative order, or "
                    "keep it (same-group order is always kept) [default: reorder where every rank "
                    "provably runs this program in one order, see docs/process-groups.md].")
-@click.option("--reorder-within-groups", is_flag=True, default=None,
-              help="Let collectives of one process group change their relative order too; only "
-                   "where every rank provably runs this program in one order (an error elsewhere), "
-                   "see docs/process-groups.md [default: off].")
+@click.option("--reorder-within-groups/--keep-group-order", default=None,
+              help="Let collectives of one process group change their relative order too (an "
+                   "error where it is not proven), or keep each group's order [default: reorder "
+                   "where every rank provably runs this program in one order and cross-group "
+                   "reordering is on, up to 25,000 nodes; see docs/process-groups.md].")
 @align_option
 @click.option("--comm-buffers", default=None, metavar="all|TYPE,...",
               help="Collective types given persistent buffers, or 'none' (each collective allocates "
@@ -98,7 +99,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             passes=cfg.get("passes"),
             max_memory_increase=cfg.get("max_memory_increase", DEFAULT_MAX_MEMORY_INCREASE),
             allow_cross_group_reorder=cfg.get("allow_cross_group_reorder"),
-            reorder_within_groups=bool(cfg.get("reorder_within_groups", False)),
+            reorder_within_groups=cfg.get("reorder_within_groups"),
             estimator=options_from_cli(app.config, estimator_values),
             groups=groups_file,
             mesh=mesh,
@@ -190,8 +191,8 @@ def _print_text(app: App, s) -> None:
         out.print(f"order across process groups {verb} (rule {s.cross_group.rule}): "
                   f"{s.cross_group.reason}", markup=False)
         if s.cross_group.within_groups:
-            out.print("order within process groups reordered too (--reorder-within-groups): "
-                      "verify the outputs with the same flag", markup=False)
+            out.print("order within process groups free too: each group's collectives may be "
+                      "issued in a new order (--keep-group-order keeps it)", markup=False)
     if s.data_dependent is not None:
         _print_data_dependent(out, s.data_dependent)
     if s.optimizer_seconds is not None:

@@ -21,15 +21,15 @@ from commopt.cli.options import (
               help="Accept collectives of different groups in a new relative order, or not "
                    "[default: accept where every rank provably runs the program in one order, "
                    "the rule optimize applies; see docs/process-groups.md].")
-@click.option("--reorder-within-groups", is_flag=True,
-              help="Accept collectives of one group in a new relative order too, as "
-                   "optimize --reorder-within-groups writes them (only where every rank provably "
-                   "runs the program in one order).")
+@click.option("--reorder-within-groups/--keep-group-order", default=None,
+              help="Accept collectives of one group in a new relative order too, or not "
+                   "[default: accept where every rank provably runs the program in one order and "
+                   "the order across groups is not kept, the rule optimize applies].")
 @group_options
 @format_option
 @pass_app
 def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorder: bool | None,
-               reorder_within_groups: bool, groups_file: str | None, mesh: str | None,
+               reorder_within_groups: bool | None, groups_file: str | None, mesh: str | None,
                world_size: int | None, fmt: str) -> None:
     """Check that REORDERED (any tool's) keeps every invariant of ORIGINAL; exit 1 if not.
 
@@ -48,8 +48,7 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
     g0 = load_graph_for_cli(original, groups_file, mesh, world_size)
     g1 = _load_reordered(reordered, groups_file, mesh, world_size)
     cross = decide_cross_group(g0, allow_cross_group_reorder)
-    if reorder_within_groups:
-        g0, cross = within_groups(g0, cross)
+    g0, cross = within_groups(g0, cross, reorder_within_groups)
     allow_cross_group_reorder = cross.allowed
     content = None
     if not isinstance(g1, Graph):
@@ -58,7 +57,7 @@ def verify_cmd(app: App, original: str, reordered: str, allow_cross_group_reorde
     report = VerifyReport(
         original=original, reordered=reordered, nodes=len(g0), ok=not violations,
         allow_cross_group_reorder=allow_cross_group_reorder,
-        reorder_within_groups=reorder_within_groups,
+        reorder_within_groups=not g0.group_order,
         violations=[ViolationModel(invariant=v.invariant, title=v.title, message=v.message,
                                    nodes=list(v.nodes)) for v in violations],
     )

@@ -51,6 +51,11 @@ from commopt.sim.robustness import robustness_summary
 
 __all__ = ["OptimizeResult", "OutputOptions", "build_outputs", "optimize", "write_outputs"]
 
+#: Largest graph on which collectives of one group are reordered by default: the passes run
+#: twice there (with and without each group's order), and a node count this large is a step
+#: whose pass time matters more than the few percent reordering within groups may win.
+WITHIN_GROUPS_DEFAULT_MAX_NODES = 25_000
+
 @freezing_gc
 def optimize(
     graph: Graph | str | os.PathLike[str] | Any,
@@ -58,7 +63,7 @@ def optimize(
     passes: str | Sequence[str] | None = None,
     max_memory_increase: float = DEFAULT_MAX_MEMORY_INCREASE,
     allow_cross_group_reorder: bool | None = None,
-    reorder_within_groups: bool = False,
+    reorder_within_groups: bool | None = None,
     estimator: str | EstimatorOptions = "analytical",
     durations_us: Sequence[float] | None = None,
     groups: str | os.PathLike[str] | None = None,
@@ -92,9 +97,12 @@ def optimize(
     different groups change their relative order exactly where every rank provably runs this
     program in one order (:func:`commopt.cross_group.decide_cross_group`); True/False force it;
     the summary's ``cross_group`` says which rule applied and why. ``reorder_within_groups``:
-    collectives of one group may change their relative order too, where every rank provably
-    runs the program in one order (:func:`commopt.cross_group.within_groups`; an
-    :class:`~commopt.errors.OptionError` elsewhere). Durations come from ``estimator`` — a spec such as
+    None (default) lets collectives of one group change their relative order too, under the
+    same proof, unless cross-group reordering is turned off or the graph has more than
+    :data:`WITHIN_GROUPS_DEFAULT_MAX_NODES` nodes (a note says so); True asks for it (an
+    :class:`~commopt.errors.OptionError` where it is not proven), False keeps each group's
+    order (:func:`commopt.cross_group.within_groups`). The passes then run twice, with and
+    without each group's order, and the faster result is kept. Durations come from ``estimator`` — a spec such as
     ``"profile,analytical"`` or an :class:`~commopt.estimators.EstimatorOptions` (hardware,
     GPUs per node, profile and table files) — unless ``durations_us`` gives them. A graph
     without collectives keeps its order. With ``output_dir`` the full output set is built
@@ -168,8 +176,14 @@ def optimize(
     t_est = time.perf_counter() - t1
     freeze_long_lived()  # the durations (and the estimator's caches) live on too
     cross = decide_cross_group(g, allow_cross_group_reorder, estimator=estimator_name)
-    if reorder_within_groups:  # the same nodes without the edges that queue a group's collectives
-        g, cross = within_groups(g, cross, estimator=estimator_name)
+    if reorder_within_groups is None and len(g) > WITHIN_GROUPS_DEFAULT_MAX_NODES:
+        reorder_within_groups = False
+        notes.append(f"each group's collectives keep their order: reordering within groups runs "
+                     f"the passes twice and is on by default up to "
+                     f"{WITHIN_GROUPS_DEFAULT_MAX_NODES:,} nodes ({len(g):,} here; "
+                     f"--reorder-within-groups asks for it)")
+    # where proven, the same nodes without the edges that queue a group's collectives
+    g, cross = within_groups(g, cross, reorder_within_groups, estimator=estimator_name)
     allow_cross_group_reorder = cross.allowed
 
     t2 = time.perf_counter()
@@ -353,7 +367,7 @@ def _group_order_kept(free: Graph, pipeline: PipelineResult, manager: PassManage
     graph with its group-order edges), when that finishes first (makespan, then exposed
     communication): the passes are greedy, and more freedom can lead them to a worse order.
     Returns that graph and its result (None: the free order is kept), with a note either way,
-    so ``--reorder-within-groups`` is never worse than leaving it off."""
+    so reordering within groups is never worse than keeping each group's order."""
     strict = free.with_group_order(True)
     kept = manager.run(strict, strict.original_order, context(strict))
     ours, theirs = pipeline.final, kept.final

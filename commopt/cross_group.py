@@ -1,8 +1,7 @@
-"""The cross-group rule: when collectives of different process groups may change their
-relative order.
+"""The cross-group rule: when collectives of different process groups, and of one group, may
+change their relative order.
 
-Collectives of one group always keep their order (invariant 2). Collectives of *different*
-groups may be reordered when every rank that runs the program issues them in one common order:
+Collectives of *different* groups may be reordered when every rank that runs the program issues them in one common order:
 then, for every group, all its members reach its collectives in the same sequence, whatever
 the runtime does with several groups (separate communicators and streams, or one stream
 serializing them all), so no rank waits on a peer that is blocked on another group. commopt
@@ -16,11 +15,16 @@ this same program. It is not proven, and the order across groups is kept, when
 - the durations are measured on this machine (the ``benchmark`` estimator): ranks that run
   commopt each on its own could get different orders.
 
-See docs/process-groups.md ("Reordering collectives of different groups").
+The same proof frees the order of one group's collectives (its members match them by issue
+order, and every rank issues them in the one new order): :func:`within_groups`, the default
+where proven; without it invariant 2 keeps each group's order.
+
+See docs/process-groups.md ("Reordering collectives of different groups", "... of one group").
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from commopt.ir.graph import Graph
@@ -68,27 +72,48 @@ def decide_cross_group(graph: Graph, requested: bool | None, *,
         "the one order commopt writes: reordering across groups cannot deadlock"))
 
 
-def within_groups(graph: Graph, cross: CrossGroupRule, *, estimator: str | None = None,
-                  ) -> tuple[Graph, CrossGroupRule]:
-    """``graph`` with the collectives of each group free to change their relative order too
-    (``--reorder-within-groups``), and the cross-group rule that goes with it (reordering
-    within a group includes reordering across groups). A group's members match collectives
-    by the order they issue them; when every rank runs this program in commopt's one order,
-    each group's collectives are issued in the same new order on all of them, which is all
-    a group needs. So it is allowed exactly where that is proven (:func:`not_one_program`);
-    elsewhere, or against ``--keep-cross-group-order``, an :class:`OptionError` says why."""
+def within_groups(graph: Graph, cross: CrossGroupRule, requested: bool | None = True, *,
+                  estimator: str | None = None) -> tuple[Graph, CrossGroupRule]:
+    """``graph`` with the collectives of each group free to change their relative order too,
+    and the cross-group rule that goes with it (reordering within a group includes reordering
+    across groups). A group's members match collectives by the order they issue them; when
+    every rank runs this program in commopt's one order, each group's collectives are issued
+    in the same new order on all of them, which is all a group needs.
+
+    ``requested``: None (the default) frees them exactly where that is proven
+    (:func:`not_one_program`) and the user did not keep the order across groups
+    (``--keep-cross-group-order``); True (``--reorder-within-groups``) is an
+    :class:`OptionError` saying why where either fails; False (``--keep-group-order``) keeps
+    every group's order. A graph whose groups have one collective each has no order within a
+    group: it is returned as it is."""
     from commopt.errors import OptionError
 
+    if requested is False or not _has_group_order(graph):
+        return graph, cross
     why = not_one_program(graph, estimator)
+    kept_across = not cross.allowed and cross.rule == "flag"
+    if requested is None and (why or kept_across):
+        return graph, cross
     if why:
         raise OptionError(f"--reorder-within-groups needs every rank to run this program in one "
                           f"order, which is not proven: {why}", field="reorder_within_groups")
-    if not cross.allowed and cross.rule == "flag":
+    if kept_across:
         raise OptionError("--reorder-within-groups reorders across groups too; it cannot be "
                           "combined with --keep-cross-group-order", field="reorder_within_groups")
-    rule = cross if cross.allowed else CrossGroupRule(
-        True, cross.rule, cross.reason + "; collectives of one group may be reordered (--reorder-within-groups)")
-    return graph.without_group_order(), rule
+    rule = cross if cross.allowed else CrossGroupRule(True, cross.rule, cross.reason)
+    return graph.without_group_order(), dataclasses.replace(
+        rule, reason=rule.reason + "; collectives of one group may change their order too")
+
+
+def _has_group_order(graph: Graph) -> bool:
+    """Whether some group issues two or more collectives (so they have an order to keep)."""
+    seen: set[str] = set()
+    for c in graph.collectives():
+        group = graph.nodes[c].collective.group
+        if group in seen:
+            return True
+        seen.add(group)
+    return False
 
 
 def not_one_program(graph: Graph, estimator: str | None = None) -> str | None:

@@ -27,7 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "table": None,
     "max_memory_increase": DEFAULT_MAX_MEMORY_INCREASE,
     "allow_cross_group_reorder": None,  # the safe rule, commopt.cross_group
-    "reorder_within_groups": False,  # commopt.cross_group.within_groups
+    "reorder_within_groups": None,  # where proven, commopt.cross_group.within_groups
     "align": DEFAULT_ALIGN_BYTES,
     "comm_buffers": "all",
     "persistent_params": "none",

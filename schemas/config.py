@@ -27,7 +27,9 @@ class ConfigFile(BaseModel):
     allow_cross_group_reorder: bool | None = None
     reorder_within_groups: bool | None = Field(
         None, description="let collectives of one process group change their relative order "
-                          "where every rank provably runs the program in one order")
+                          "(true; an error where it is not proven) or keep it (false); unset: "
+                          "where every rank provably runs the program in one order, up to "
+                          "25,000 nodes")
     align: int | None = Field(None, ge=1)
     comm_buffers: str | None = None
     persistent_params: str | None = Field(

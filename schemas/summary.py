@@ -154,8 +154,8 @@ class CrossGroupOrder(BaseModel):
     reason: str
     within_groups: bool = Field(
         False, description="collectives of one group could change their relative order too "
-                           "(--reorder-within-groups, only where every rank provably runs the program "
-                           "in one order)")
+                           "(by default where every rank provably runs the program in one order; "
+                           "--keep-group-order turns it off)")
 
 
 class ScenarioMakespans(BaseModel):

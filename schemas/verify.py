@@ -22,7 +22,8 @@ class VerifyReport(BaseModel):
     nodes: int
     ok: bool
     allow_cross_group_reorder: bool
-    reorder_within_groups: bool = False
+    reorder_within_groups: bool = Field(
+        False, description="collectives of one group were accepted in a new relative order")
     violations: list[ViolationModel]
 
 

@@ -13,15 +13,24 @@ from commopt.ir.builder import GraphBuilder
 CORPUS = Path(__file__).resolve().parent.parent / "sample_graphs" / "corpus"
 
 
-def _two_groups(world: int, a: dict, b: dict, *, mesh: dict | None = None, p2p: bool = False):
+def _two_groups(world: int, a: dict, b: dict, *, mesh: dict | None = None, p2p: bool = False,
+                per_group: int = 1):
+    """All-reduces of groups "a" and "b" (``per_group`` each; with ``p2p`` b's first sends)
+    on one input, summed."""
     builder = GraphBuilder(world_size=world, mesh=mesh)
     builder.group("a", **a)
     builder.group("b", **b)
     x = builder.input("x", (4, 8))
-    c1 = builder.collective("c1", "all_reduce", "a", x)
-    c2 = builder.collective("c2", "send" if p2p else "all_reduce", "b", x)
-    w1, w2 = builder.wait("w1", c1), builder.wait("w2", c2)
-    builder.output([builder.compute("z", "aten.add.Tensor", [w1, w2], (4, 8))])
+    waits = []
+    for i in range(per_group):
+        c1 = builder.collective(f"c1_{i}" if i else "c1", "all_reduce", "a", x)
+        kind = "send" if p2p and not i else "all_reduce"
+        c2 = builder.collective(f"c2_{i}" if i else "c2", kind, "b", x)
+        waits += [builder.wait(f"w1_{i}" if i else "w1", c1), builder.wait(f"w2_{i}" if i else "w2", c2)]
+    total = waits[0]
+    for j, w in enumerate(waits[1:]):
+        total = builder.compute("z" if j == len(waits) - 2 else f"s{j}", "aten.add.Tensor", [total, w], (4, 8))
+    builder.output([total])
     return builder.build()
 
 
@@ -95,7 +104,8 @@ def test_optimize_reports_the_rule_and_reorders_across_groups():
     from commopt.bucketing.verify import expanded_order
     from commopt.invariants import check_order
 
-    result = commopt.optimize(CORPUS / "ws2" / "llama_tp_fsdp_2d.pt2", timings=False)
+    result = commopt.optimize(CORPUS / "ws2" / "llama_tp_fsdp_2d.pt2", timings=False,
+                              reorder_within_groups=False)
     s = result.summary
     assert s.allow_cross_group_reorder and s.cross_group.rule == "spmd"
     source = result.before_graph
@@ -110,25 +120,38 @@ def test_optimize_reports_the_rule_and_reorders_across_groups():
 
 
 def test_reordering_within_groups_needs_the_same_proof_and_no_kept_order():
+    """True asks for it (an error without the proof or against a kept cross-group order);
+    None, the default, frees a group's order exactly where True would succeed; False keeps
+    it; a graph whose groups have one collective each has no order within a group."""
     from commopt.cross_group import within_groups
     from commopt.errors import OptionError
 
-    leaves_out = _two_groups(4, {"ranks": [0, 1, 2, 3]}, {"ranks": [0, 1]})
+    leaves_out = _two_groups(4, {"ranks": [0, 1, 2, 3]}, {"ranks": [0, 1]}, per_group=2)
     with pytest.raises(OptionError, match="not proven: group 'b'"):
         within_groups(leaves_out, decide_cross_group(leaves_out, None))
+    assert within_groups(leaves_out, decide_cross_group(leaves_out, None), None)[0] is leaves_out
     mesh = {"dp": 2, "tp": 2}
-    g = _two_groups(4, {"ranks": [0, 2], "mesh_dim": "dp"}, {"ranks": [0, 1], "mesh_dim": "tp"}, mesh=mesh)
+    g = _two_groups(4, {"ranks": [0, 2], "mesh_dim": "dp"}, {"ranks": [0, 1], "mesh_dim": "tp"},
+                    mesh=mesh, per_group=2)
     with pytest.raises(OptionError, match="--keep-cross-group-order"):
         within_groups(g, decide_cross_group(g, False))
-    free, rule = within_groups(g, decide_cross_group(g, None))
-    assert not free.group_order and free.nodes is g.nodes and rule.allowed
-    assert not any(g.nodes[a].collective and g.nodes[b].collective for a, b in free.ordering_edges)
+    assert within_groups(g, decide_cross_group(g, False), None)[0] is g
+    assert within_groups(g, decide_cross_group(g, None), False)[0] is g
+    for requested in (True, None):
+        free, rule = within_groups(g, decide_cross_group(g, None), requested)
+        assert not free.group_order and free.nodes is g.nodes and rule.allowed
+        assert "one group may change their order" in rule.reason
+        assert not any(g.nodes[a].collective and g.nodes[b].collective for a, b in free.ordering_edges)
+    single = _two_groups(4, {"ranks": [0, 2], "mesh_dim": "dp"}, {"ranks": [0, 1], "mesh_dim": "tp"},
+                         mesh=mesh)
+    assert within_groups(single, decide_cross_group(single, None), True)[0] is single
 
 
 def test_reordering_within_groups_from_the_command_line(tmp_path, capsys):
-    """optimize --reorder-within-groups on the corpus SimpleFSDP step: a faster order that
-    issues reduce_scatters out of their input order; verify needs the same flag; a graph
-    where one order on every rank is not proven is one line, exit 2."""
+    """optimize on the corpus SimpleFSDP step frees each group's order by default: a faster
+    order than --keep-group-order, issuing reduce_scatters out of their input order; verify
+    accepts it by default and names invariant 2 with --keep-group-order; asking for it where
+    one order on every rank is not proven is one line, exit 2."""
     import json
 
     from commopt.io import save_graph
@@ -136,20 +159,39 @@ def test_reordering_within_groups_from_the_command_line(tmp_path, capsys):
 
     src = CORPUS / "ws8" / "llama_fsdp.pt2"
     out = tmp_path / "out"
-    assert run_cli(["optimize", str(src), "-o", str(out), "--reorder-within-groups", "--no-timings"]) == 0
-    assert "order within process groups reordered too" in capsys.readouterr().out
+    assert run_cli(["optimize", str(src), "-o", str(out), "--no-timings"]) == 0
+    assert "order within process groups free too" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["cross_group"]["within_groups"] is True
-    assert run_cli(["optimize", str(src), "-o", str(tmp_path / "d"), "--no-timings"]) == 0
-    default = json.loads((tmp_path / "d" / "summary.json").read_text(encoding="utf-8"))
-    assert summary["after"]["makespan_us"] < default["after"]["makespan_us"]
+    assert run_cli(["optimize", str(src), "-o", str(tmp_path / "k"), "--no-timings",
+                    "--keep-group-order"]) == 0
+    kept = json.loads((tmp_path / "k" / "summary.json").read_text(encoding="utf-8"))
+    assert kept["cross_group"]["within_groups"] is False
+    assert summary["after"]["makespan_us"] < kept["after"]["makespan_us"]
     capsys.readouterr()
-    assert run_cli(["verify", str(src), str(out / src.name)]) == 1
+    assert run_cli(["verify", "--keep-group-order", str(src), str(out / src.name)]) == 1
     assert "invariant 2" in capsys.readouterr().out
-    assert run_cli(["verify", "--reorder-within-groups", str(src), str(out / src.name)]) == 0
+    assert run_cli(["verify", str(src), str(out / src.name)]) == 0
+    assert run_cli(["verify", str(src), str(tmp_path / "k" / src.name), "--keep-group-order"]) == 0
     bad = tmp_path / "leaves_out.json"
-    save_graph(_two_groups(4, {"ranks": [0, 1, 2, 3]}, {"ranks": [0, 1]}), bad)
+    save_graph(_two_groups(4, {"ranks": [0, 1, 2, 3]}, {"ranks": [0, 1]}, per_group=2), bad)
     capsys.readouterr()
     assert run_cli(["optimize", str(bad), "-o", str(tmp_path / "b"), "--reorder-within-groups"]) == 2
     err = capsys.readouterr().err
     assert "not proven" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert run_cli(["optimize", str(bad), "-o", str(tmp_path / "b2"), "--no-timings"]) == 0
+    assert json.loads((tmp_path / "b2" / "summary.json").read_text())["cross_group"]["within_groups"] is False
+
+
+def test_large_graphs_keep_each_groups_order_by_default(monkeypatch):
+    """Above the node limit the default keeps each group's order (one run of the passes) and
+    a note says so; asking for it still frees it."""
+    import commopt
+    import commopt.api
+
+    src = CORPUS / "ws8" / "llama_fsdp.pt2"
+    monkeypatch.setattr(commopt.api, "WITHIN_GROUPS_DEFAULT_MAX_NODES", 100)
+    s = commopt.optimize(src, timings=False).summary
+    assert not s.cross_group.within_groups
+    assert any("on by default up to 100 nodes" in n for n in s.notes)
+    assert commopt.optimize(src, timings=False, reorder_within_groups=True).summary.cross_group.within_groups
