@@ -45,6 +45,11 @@ GROUP_RANKS: dict[str, list[int]] = {
     "2": [0, 2, 4, 6],
 }
 WORLD, TP_PAIR, DP_QUAD = "0", "1", "2"
+#: The mesh the TP pairs and DP quads are slices of, row-major (rank = 2 * dp + tp): the 2-D
+#: stacks record it, as a model built on a DeviceMesh would, so that commopt can prove that
+#: every rank runs their program in one order (docs/process-groups.md).
+MESH_2D: dict[str, int] = {"dp": 4, "tp": 2}
+MESH_DIM_OF: dict[str, str] = {TP_PAIR: "tp", DP_QUAD: "dp"}
 
 _GROUPS: dict[str, Any] = {}
 
@@ -330,6 +335,7 @@ class GraphSpec:
     build: Callable[..., Any]
     kwargs: dict[str, int]
     quick: bool = False
+    on_mesh: bool = False  # its groups are slices of MESH_2D
 
 
 SPECS: dict[str, GraphSpec] = {
@@ -341,7 +347,8 @@ SPECS: dict[str, GraphSpec] = {
         GraphSpec("tp_L8", _tp_model, {"layers": 8, "hidden": 4096, "tokens": 4096}, quick=True),
         GraphSpec("tp_L32", _tp_model, {"layers": 32, "hidden": 4096, "tokens": 4096}),
         GraphSpec("tp_L64", _tp_model, {"layers": 64, "hidden": 4096, "tokens": 4096}),
-        GraphSpec("mesh2d_dp4tp2_L32", _mesh2d_model, {"layers": 32, "hidden": 4096, "tokens": 2048}),
+        GraphSpec("mesh2d_dp4tp2_L32", _mesh2d_model, {"layers": 32, "hidden": 4096, "tokens": 2048},
+                  on_mesh=True),
         GraphSpec("moe_ep8_L16", _moe_model, {"layers": 16, "hidden": 2048, "tokens": 2048}),
     )
 }
@@ -368,6 +375,7 @@ def _source_digest(spec: GraphSpec) -> str:
     code = [_rms_norm, _gather, _reduce_scatter, _all_reduce, _all_to_all, _mlp_forward,
             _mlp_backward, _fsdp_layer, _fsdp_layer_backward, _params, spec.build, export_program]
     h = hashlib.sha256(repr(sorted(spec.kwargs.items())).encode())
+    h.update(repr((spec.on_mesh, MESH_2D, MESH_DIM_OF) if spec.on_mesh else ()).encode())
     for fn in code:
         h.update(inspect.getsource(fn).encode())
     h.update(torch.__version__.encode())
@@ -394,11 +402,22 @@ def ensure_graph(name: str) -> BenchGraph:
     path = WORK_DIR / f"{name}-{_source_digest(spec)}.pt2"
     if not path.exists():
         init_fake_pg()
-        save_with_groups(export_program(spec), path)
+        save_with_groups(export_program(spec), path, groups=_groups_record(spec))
         for stale in WORK_DIR.glob(f"{name}-*.pt2"):
             if stale != path:
                 stale.unlink()
     return BenchGraph(name, path, generated=True)
+
+
+def _groups_record(spec: GraphSpec):
+    """The live fake groups, labelled with :data:`MESH_2D`'s dimensions for a 2-D stack."""
+    from commopt.io.groups import record_process_groups
+
+    doc = record_process_groups()
+    if not spec.on_mesh:
+        return doc
+    labelled = [r.model_copy(update={"mesh_dim": MESH_DIM_OF.get(r.name)}) for r in doc.groups]
+    return doc.model_copy(update={"mesh": dict(MESH_2D), "groups": labelled})
 
 
 def sample_graphs() -> list[BenchGraph]:
@@ -427,16 +446,18 @@ def benchmark_graphs(quick: bool) -> list[BenchGraph]:
     return sample_graphs() + generated
 
 
-def corpus_multi_group_graphs() -> list[BenchGraph]:
-    """The real-model corpus graphs whose collectives use more than one process group (2-D
-    meshes), at world size 8 and 4 (``sample_graphs/corpus/MANIFEST.json``)."""
+def corpus_peer_graphs() -> list[BenchGraph]:
+    """The real-model corpus graphs the comparison with torch's scheduler runs on: every one
+    at world size 8, and the ones whose collectives use more than one process group (2-D
+    meshes) at world size 4 too (``sample_graphs/corpus/MANIFEST.json``)."""
     import json
 
     corpus = ROOT / "sample_graphs" / "corpus"
     doc = json.loads((corpus / "MANIFEST.json").read_text(encoding="utf-8"))
     out = []
     for e in sorted(doc["graphs"], key=lambda e: (-e["world_size"], e["name"])):
-        if len({k.split("@")[1] for k in e["collectives"]}) > 1:
+        multi_group = len({k.split("@")[1] for k in e["collectives"]}) > 1
+        if e["world_size"] == 8 or (e["world_size"] == 4 and multi_group):
             out.append(BenchGraph(f"corpus/ws{e['world_size']}:{e['name']}", corpus / e["files"][0],
                                   generated=False))
     return out

@@ -55,6 +55,9 @@ __all__ = ["OptimizeResult", "OutputOptions", "build_outputs", "optimize", "writ
 #: twice there (with and without each group's order), and a node count this large is a step
 #: whose pass time matters more than the few percent reordering within groups may win.
 WITHIN_GROUPS_DEFAULT_MAX_NODES = 25_000
+#: A free order this close to its lower bound is kept without running the passes again with
+#: each group's order: that run could finish at most this fraction sooner.
+WITHIN_GROUPS_BOUND_SLACK = 0.001
 
 @freezing_gc
 def optimize(
@@ -102,7 +105,8 @@ def optimize(
     :data:`WITHIN_GROUPS_DEFAULT_MAX_NODES` nodes (a note says so); True asks for it (an
     :class:`~commopt.errors.OptionError` where it is not proven), False keeps each group's
     order (:func:`commopt.cross_group.within_groups`). The passes then run twice, with and
-    without each group's order, and the faster result is kept. Durations come from ``estimator`` — a spec such as
+    without each group's order, and the faster result is kept (once where the free order is
+    within :data:`WITHIN_GROUPS_BOUND_SLACK` of its lower bound). Durations come from ``estimator`` — a spec such as
     ``"profile,analytical"`` or an :class:`~commopt.estimators.EstimatorOptions` (hardware,
     GPUs per node, profile and table files) — unless ``durations_us`` gives them. A graph
     without collectives keeps its order. With ``output_dir`` the full output set is built
@@ -204,15 +208,17 @@ def optimize(
 
     ctx = context(g)
     colls = g.collectives()
+    other_run: list[PassTiming] = []  # the passes' second run, with or without group order
     if colls:
         with progress.stage("passes " + ",".join(names)):
             pipeline = PassManager(pipeline_passes).run(g, g.original_order, ctx)
         if not g.group_order:  # keeping each group's order is one of the free orders
             with progress.stage("passes " + ",".join(names) + " (each group's order kept)"):
-                kept = _group_order_kept(g, pipeline, PassManager(pipeline_passes), context, notes)
-            if kept is not None:
-                g, pipeline = kept
-                ctx = context(g)
+                g, pipeline, other = _group_order_kept(g, pipeline, PassManager(pipeline_passes),
+                                                       context, notes)
+            other_run = [PassTiming(name=f"{r.name} (run not kept)", seconds=round(r.seconds, 6))
+                         for r in (other.records if other is not None else ())]
+            ctx = context(g)
     else:
         from commopt.sim import simulate
 
@@ -285,7 +291,8 @@ def optimize(
         optimizer_seconds=round(t_est + t_passes, 6) if timings else None,
         timings=Timings(
             load_seconds=round(t_load, 6), estimate_seconds=round(t_est, 6),
-            passes=[PassTiming(name=r.name, seconds=round(r.seconds, 6)) for r in pipeline.records],
+            passes=[PassTiming(name=r.name, seconds=round(r.seconds, 6)) for r in pipeline.records]
+            + other_run,
         ) if timings else None,
     )
     rewritten = g_out is not g
@@ -362,22 +369,31 @@ def _footprint_budget(graph: Graph, max_memory_increase: float, options: OutputO
 
 
 def _group_order_kept(free: Graph, pipeline: PipelineResult, manager: PassManager, context,
-                      notes: list[str]) -> tuple[Graph, PipelineResult] | None:
+                      notes: list[str]) -> tuple[Graph, PipelineResult, PipelineResult | None]:
     """The pipeline run again with every group's collectives in their input order (the
-    graph with its group-order edges), when that finishes first (makespan, then exposed
-    communication): the passes are greedy, and more freedom can lead them to a worse order.
-    Returns that graph and its result (None: the free order is kept), with a note either way,
-    so reordering within groups is never worse than keeping each group's order."""
+    graph with its group-order edges), and the run that finishes first (makespan, then
+    exposed communication): the passes are greedy, and more freedom can lead them to a worse
+    order. Returns the chosen graph and result, and the other result (its timings are
+    reported too; None when it was not run), with a note either way, so reordering within
+    groups is never worse than keeping each group's order. It is not run when the free
+    order is within :data:`WITHIN_GROUPS_BOUND_SLACK` of its lower bound, which bounds the
+    kept order too (keeping an order only adds constraints)."""
+    ours = pipeline.final
+    if ours.makespan_us <= ours.lower_bound_us * (1 + WITHIN_GROUPS_BOUND_SLACK):
+        notes.append(f"reordering within groups: {ours.makespan_us:,.1f} us, within "
+                     f"{WITHIN_GROUPS_BOUND_SLACK:.1%} of the lower bound, so keeping each group's "
+                     f"order (not run) could not finish sooner by more")
+        return free, pipeline, None
     strict = free.with_group_order(True)
     kept = manager.run(strict, strict.original_order, context(strict))
-    ours, theirs = pipeline.final, kept.final
+    theirs = kept.final
     if (theirs.makespan_us, theirs.exposed_comm_us) < (ours.makespan_us, ours.exposed_comm_us):
         notes.append(f"reordering within groups: keeping each group's order finished first "
                      f"({theirs.makespan_us:,.1f} vs {ours.makespan_us:,.1f} us), so it is kept")
-        return strict, kept
+        return strict, kept, pipeline
     notes.append(f"reordering within groups: {ours.makespan_us:,.1f} us, keeping each group's "
                  f"order {theirs.makespan_us:,.1f} us")
-    return None
+    return free, pipeline, kept
 
 
 def _as_saved(graph: Graph, pipeline: PipelineResult, durations: list[float],

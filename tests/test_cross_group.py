@@ -195,3 +195,24 @@ def test_large_graphs_keep_each_groups_order_by_default(monkeypatch):
     assert not s.cross_group.within_groups
     assert any("on by default up to 100 nodes" in n for n in s.notes)
     assert commopt.optimize(src, timings=False, reorder_within_groups=True).summary.cross_group.within_groups
+
+
+def test_a_free_order_at_its_lower_bound_skips_the_run_with_each_groups_order(monkeypatch):
+    """The second run (each group's order kept) is skipped only where the free order is
+    within the slack of its lower bound, which bounds the kept order too; both runs' pass
+    timings are listed otherwise."""
+    import commopt
+    import commopt.api
+
+    src = CORPUS / "ws8" / "llama_fsdp.pt2"
+    both = commopt.optimize(src)
+    s = both.summary
+    assert s.after.makespan_us > both.pipeline.final.lower_bound_us * (1 + commopt.api.WITHIN_GROUPS_BOUND_SLACK)
+    assert any(t.name.endswith("(run not kept)") for t in s.timings.passes)
+    assert any("keeping each group's order 6" in n for n in s.notes)
+    monkeypatch.setattr(commopt.api, "WITHIN_GROUPS_BOUND_SLACK",
+                        s.after.makespan_us / both.pipeline.final.lower_bound_us)
+    once = commopt.optimize(src).summary
+    assert once.after.makespan_us == s.after.makespan_us
+    assert not any(t.name.endswith("(run not kept)") for t in once.timings.passes)
+    assert any("of the lower bound, so keeping each group's order (not run)" in n for n in once.notes)

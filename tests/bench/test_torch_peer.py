@@ -115,3 +115,26 @@ def test_a_bucketed_graph_is_checked_against_the_original_group_order():
     assert unmerged_group_order_breaks(original, _two_reduce_scatters("rs_a", "rs_b")) == 0
     assert unmerged_group_order_breaks(original, _two_reduce_scatters("rs_b", "rs_a")) == 1
     assert unmerged_group_order_breaks(original, _two_reduce_scatters("rs_b", "rs_merged")) == 0
+
+
+def test_a_bucketed_graph_is_checked_for_the_data_dependencies_it_kept():
+    """A torch+bucketing graph that runs a kept node before the node it reads is counted,
+    one that keeps the order is not (merged collectives are left out: they have new names)."""
+    from bench.bench_vs_torch import shared_data_breaks
+
+    original = _two_reduce_scatters("rs_a", "rs_b")
+    assert shared_data_breaks(original, _two_reduce_scatters("rs_a", "rs_b")) == 0
+    assert shared_data_breaks(original, _two_reduce_scatters("rs_b", "rs_a")) == 0  # a group's order only
+    assert shared_data_breaks(_chain("p", "q"), _chain("q", "p")) == 1
+    assert shared_data_breaks(_chain("p", "q"), _chain("p", "q")) == 0
+
+
+def _chain(first: str, second: str):
+    """x -> ``first`` -> ``second``: the second reads the first."""
+    from commopt.ir.builder import GraphBuilder
+
+    b = GraphBuilder(world_size=2)
+    x = b.input("x", (8, 8))
+    y = b.compute(first, "aten.relu.default", [x], (8, 8))
+    b.output([b.compute(second, "aten.relu.default", [y], (8, 8))])
+    return b.build()
