@@ -36,7 +36,7 @@ from commopt.cli.progress import stage_progress
                    "live-tensors with --comm-buffers none].")
 @click.option("--allow-cross-group-reorder/--keep-cross-group-order", default=None,
               help="Let collectives of different process groups change their relative order, or "
-                   "keep it (same-group order is always kept) [default: reorder where every rank "
+                   "keep it (and then each group's order too) [default: reorder where every rank "
                    "provably runs this program in one order, see docs/process-groups.md].")
 @click.option("--reorder-within-groups/--keep-group-order", default=None,
               help="Let collectives of one process group change their relative order too (an "
