@@ -52,8 +52,8 @@ from commopt.sim.robustness import robustness_summary
 __all__ = ["OptimizeResult", "OutputOptions", "build_outputs", "optimize", "write_outputs"]
 
 #: Largest graph on which collectives of one group are reordered by default: the passes run
-#: twice there (with and without each group's order), and a node count this large is a step
-#: whose pass time matters more than the few percent reordering within groups may win.
+#: twice there (with and without each group's order), which at this size already costs
+#: seconds; above it one run keeps each group's order and ``--reorder-within-groups`` asks.
 WITHIN_GROUPS_DEFAULT_MAX_NODES = 25_000
 #: A free order this close to its lower bound is kept without running the passes again with
 #: each group's order: that run could finish at most this fraction sooner.
@@ -215,7 +215,7 @@ def optimize(
         if not g.group_order:  # keeping each group's order is one of the free orders
             with progress.stage("passes " + ",".join(names) + " (each group's order kept)"):
                 g, pipeline, other = _group_order_kept(g, pipeline, PassManager(pipeline_passes),
-                                                       context, notes)
+                                                       context, durs, notes)
             other_run = [PassTiming(name=f"{r.name} (run not kept)", seconds=round(r.seconds, 6))
                          for r in (other.records if other is not None else ())]
             ctx = context(g)
@@ -369,7 +369,7 @@ def _footprint_budget(graph: Graph, max_memory_increase: float, options: OutputO
 
 
 def _group_order_kept(free: Graph, pipeline: PipelineResult, manager: PassManager, context,
-                      notes: list[str]) -> tuple[Graph, PipelineResult, PipelineResult | None]:
+                      durations: list[float], notes: list[str]) -> tuple[Graph, PipelineResult, PipelineResult | None]:
     """The pipeline run again with every group's collectives in their input order (the
     graph with its group-order edges), and the run that finishes first (makespan, then
     exposed communication): the passes are greedy, and more freedom can lead them to a worse
@@ -390,23 +390,22 @@ def _group_order_kept(free: Graph, pipeline: PipelineResult, manager: PassManage
     if (theirs.makespan_us, theirs.exposed_comm_us) < (ours.makespan_us, ours.exposed_comm_us):
         notes.append(f"reordering within groups: keeping each group's order finished first "
                      f"({theirs.makespan_us:,.1f} vs {ours.makespan_us:,.1f} us), so it is kept")
-        return strict, _bounded_as_free(kept, free, context), pipeline
+        return strict, _bounded_as_free(kept, free, durations), pipeline
     notes.append(f"reordering within groups: {ours.makespan_us:,.1f} us, keeping each group's "
                  f"order {theirs.makespan_us:,.1f} us")
     return free, pipeline, kept
 
 
-def _bounded_as_free(kept: PipelineResult, free: Graph, context) -> PipelineResult:
+def _bounded_as_free(kept: PipelineResult, free: Graph, durations: list[float]) -> PipelineResult:
     """``kept`` (a run with each group's order) simulated on the graph without group order:
     the same makespans (an order's simulation does not depend on those edges), but lower
     bounds, and so the certificate, over every order the rule allows, not only those
-    keeping each group's order."""
+    keeping each group's order. ``durations``: the input graph's."""
     from commopt.sim import simulate
 
     graph = kept.graph.without_group_order() if kept.graph is not None else free
-    durations = kept.durations_us if kept.durations_us is not None else context(free).durations_us
-    final = simulate(graph, kept.order, durations)
-    initial = simulate(free, free.original_order, context(free).durations_us)
+    final = simulate(graph, kept.order, kept.durations_us if kept.durations_us is not None else durations)
+    initial = simulate(free, free.original_order, durations)
     assert (final.makespan_us, initial.makespan_us) == (kept.final.makespan_us, kept.initial.makespan_us)
     return dataclasses.replace(kept, initial=initial, final=final)
 

@@ -80,7 +80,7 @@ def within_groups(graph: Graph, cross: CrossGroupRule, requested: bool | None = 
     every rank runs this program in commopt's one order, each group's collectives are issued
     in the same new order on all of them, which is all a group needs.
 
-    ``requested``: None (the default) frees them exactly where that is proven
+    ``requested``: None (``optimize``'s default) frees them exactly where that is proven
     (:func:`not_one_program`) and the user did not keep the order across groups
     (``--keep-cross-group-order``); True (``--reorder-within-groups``) is an
     :class:`OptionError` saying why where either fails; False (``--keep-group-order``) keeps
