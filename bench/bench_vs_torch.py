@@ -47,31 +47,36 @@ class Outcome:
     data_breaks: int = 0
 
 
-def _check_summary(graph, order) -> str:
+def _checked(graph, order) -> tuple[str, int]:
     """Violations of ``order`` per invariant, against what commopt's rule allows any
     scheduler: reordering across groups, and within a group where every rank provably runs
-    the program in one order (invariant 2 is checked only where that is not proven)."""
+    the program in one order (invariant 2 is checked only where that is not proven); and
+    how many invariant-1 breaks it has with every group's order free (data dependencies,
+    waits, writes: an order with any computes something else)."""
     from commopt.invariants import check_order
 
-    violations = check_order(_as_allowed(graph), order, allow_cross_group_reorder=True)
+    free = graph.without_group_order()
+    free_violations = check_order(free, order, allow_cross_group_reorder=True)
+    allowed = _as_allowed(graph)
+    violations = (free_violations if allowed is free
+                  else check_order(allowed, order, allow_cross_group_reorder=True))
+    data_breaks = sum(v.invariant == 1 for v in free_violations)
     if not violations:
-        return "ok"
+        return "ok", data_breaks
     counts = Counter(v.invariant for v in violations)
-    return ", ".join(f"inv{k}: {counts[k]}" for k in sorted(counts))
+    return ", ".join(f"inv{k}: {counts[k]}" for k in sorted(counts)), data_breaks
 
 
 def _simulated(schedule: str, graph, order, durations, lower_bound_us: float, wall_s: float | None,
                note: str = "") -> Outcome:
-    from commopt.invariants import check_order
     from commopt.sim import simulate
 
     sim = simulate(graph, order, durations)
-    data_breaks = sum(v.invariant == 1 for v in check_order(graph.without_group_order(), order,
-                                                             allow_cross_group_reorder=True))
+    check, data_breaks = _checked(graph, order)
     if data_breaks and schedule.startswith("torch"):
         note = "; ".join(filter(None, [note, f"breaks {data_breaks} data dependencies: not a target"]))
     return Outcome(schedule, sim.makespan_us, lower_bound_us, sim.exposed_comm_us,
-                   sim.peak_memory_bytes, wall_s, _check_summary(graph, order), note, data_breaks)
+                   sim.peak_memory_bytes, wall_s, check, note, data_breaks)
 
 
 def _as_allowed(graph):
@@ -146,16 +151,10 @@ def shared_data_breaks(original, bucketed) -> int:
     order) between nodes a bucketed graph kept (same name in both) its order runs backwards:
     invariant 1 on what can still be compared."""
     position = {bucketed.nodes[i].name: k for k, i in enumerate(bucketed.original_order)}
-    free = original.without_group_order()
-    names = [n.name for n in original.nodes]
-    edges = [(a, b) for b in range(len(original)) for a in original.nodes[b].inputs]
-    edges += free.ordering_edges
-    broken = 0
-    for a, b in edges:
-        pa, pb = position.get(names[a]), position.get(names[b])
-        if pa is not None and pb is not None and pa > pb:
-            broken += 1
-    return broken
+    at = [position.get(n.name) for n in original.nodes]
+    ptr, idx = original.without_group_order().pred_arrays()  # data and ordering edges
+    return sum(1 for b in range(len(original)) if at[b] is not None
+               for k in range(ptr[b], ptr[b + 1]) if at[idx[k]] is not None and at[idx[k]] > at[b])
 
 
 def unmerged_group_order_breaks(original, bucketed) -> int:

@@ -213,12 +213,14 @@ def optimize(
         with progress.stage("passes " + ",".join(names)):
             pipeline = PassManager(pipeline_passes).run(g, g.original_order, ctx)
         if not g.group_order:  # keeping each group's order is one of the free orders
+            free = g
             with progress.stage("passes " + ",".join(names) + " (each group's order kept)"):
                 g, pipeline, other = _group_order_kept(g, pipeline, PassManager(pipeline_passes),
-                                                       context, durs, notes)
+                                                       context, notes)
             other_run = [PassTiming(name=f"{r.name} (run not kept)", seconds=round(r.seconds, 6))
                          for r in (other.records if other is not None else ())]
-            ctx = context(g)
+            if g is not free:
+                ctx = context(g)
     else:
         from commopt.sim import simulate
 
@@ -369,7 +371,7 @@ def _footprint_budget(graph: Graph, max_memory_increase: float, options: OutputO
 
 
 def _group_order_kept(free: Graph, pipeline: PipelineResult, manager: PassManager, context,
-                      durations: list[float], notes: list[str]) -> tuple[Graph, PipelineResult, PipelineResult | None]:
+                      notes: list[str]) -> tuple[Graph, PipelineResult, PipelineResult | None]:
     """The pipeline run again with every group's collectives in their input order (the
     graph with its group-order edges), and the run that finishes first (makespan, then
     exposed communication): the passes are greedy, and more freedom can lead them to a worse
@@ -385,27 +387,30 @@ def _group_order_kept(free: Graph, pipeline: PipelineResult, manager: PassManage
                      f"order (not run) could not finish sooner by more")
         return free, pipeline, None
     strict = free.with_group_order(True)
-    kept = manager.run(strict, strict.original_order, context(strict))
+    strict_ctx = context(strict)
+    kept = manager.run(strict, strict.original_order, strict_ctx)
     theirs = kept.final
     if (theirs.makespan_us, theirs.exposed_comm_us) < (ours.makespan_us, ours.exposed_comm_us):
         notes.append(f"reordering within groups: keeping each group's order finished first "
                      f"({theirs.makespan_us:,.1f} vs {ours.makespan_us:,.1f} us), so it is kept")
-        return strict, _bounded_as_free(kept, free, durations), pipeline
+        return strict, _bounded_as_free(kept, free, pipeline, strict_ctx.durations_us), pipeline
     notes.append(f"reordering within groups: {ours.makespan_us:,.1f} us, keeping each group's "
                  f"order {theirs.makespan_us:,.1f} us")
     return free, pipeline, kept
 
 
-def _bounded_as_free(kept: PipelineResult, free: Graph, durations: list[float]) -> PipelineResult:
-    """``kept`` (a run with each group's order) simulated on the graph without group order:
-    the same makespans (an order's simulation does not depend on those edges), but lower
-    bounds, and so the certificate, over every order the rule allows, not only those
-    keeping each group's order. ``durations``: the input graph's."""
+def _bounded_as_free(kept: PipelineResult, free: Graph, free_run: PipelineResult,
+                     durations: Sequence[float]) -> PipelineResult:
+    """``kept`` (a run with each group's order) with the lower bounds, and so the
+    certificate, over every order the rule allows, not only those keeping each group's
+    order: its final order simulated on the graph without group order (the same makespan:
+    an order's simulation does not depend on those edges), and the input order's simulation
+    that ``free_run`` (the run on ``free``) already made. ``durations``: the input graph's."""
     from commopt.sim import simulate
 
     graph = kept.graph.without_group_order() if kept.graph is not None else free
     final = simulate(graph, kept.order, kept.durations_us if kept.durations_us is not None else durations)
-    initial = simulate(free, free.original_order, durations)
+    initial = free_run.initial
     assert (final.makespan_us, initial.makespan_us) == (kept.final.makespan_us, kept.initial.makespan_us)
     return dataclasses.replace(kept, initial=initial, final=final)
 
