@@ -29,11 +29,15 @@ demo: install
 	$(BIN)/commopt optimize $(DEMO_GRAPH) -o $(DEMO_OUT)
 	@echo "outputs in $(DEMO_OUT)/: open report.html in a browser, or trace.json in https://ui.perfetto.dev"
 
+# One test worker per core (pytest-xdist); a file's tests share a worker, so module-scoped
+# fixtures (a gloo launch serving a whole file) still run once.
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile
+
 test: install browser-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(PYTEST) tests
 
 test-fast: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow and not browser" tests
+	$(PYTEST) -m "not slow and not browser" tests
 
 bench: install
 	$(BIN)/python -m bench
