@@ -101,10 +101,12 @@ class ComputeOverlap(Pass):
             found_all = self._search(graph, order, ctx, model, before, before.makespan_us)
             near_us = before.lower_bound_us * (1.0 + _SECOND_START_SLACK)
             if not (found_all and min(k[0] for k, _ in found_all) <= near_us):
+                rank0 = len(self._attempts(len(graph), ctx))
+                tries = [(p, ctx) for p in self._policies(len(graph))]
                 for start in self._other_starts(graph, order, ctx):
-                    rank0 = len(self._attempts(len(graph), ctx))
                     found_all += [((m, e, rank0 + r), c) for (m, e, r), c in
-                                  self._search(graph, start, ctx, model, before, before.makespan_us)]
+                                  self._search(graph, start, ctx, model, before, before.makespan_us,
+                                               tries)]
             if not found_all:
                 return list(order)
             chosen = most_robust(graph, ctx, found_all)
@@ -120,16 +122,17 @@ class ComputeOverlap(Pass):
         return most_robust(graph, ctx, found_all) if found_all else lean
 
     def _search(self, graph: Graph, order: Sequence[int], ctx: PassContext, model: MemoryModel,
-                before, ceiling_us: float) -> list[tuple[tuple[float, float, int], list[int]]]:
+                before, ceiling_us: float, tries: list[tuple[_Policy, PassContext]] | None = None,
+                ) -> list[tuple[tuple[float, float, int], list[int]]]:
         """((makespan, exposed, rank), order) of every policy's best schedule within ``ctx``'s
-        budgets, tried in :meth:`_attempts` order up to :meth:`_cap` schedules, stopping at
-        the lower bound of ``before`` (the input's simulation)."""
+        budgets, tried in ``tries`` order (default :meth:`_attempts`) up to :meth:`_cap`
+        schedules, stopping at the lower bound of ``before`` (the input's simulation)."""
         floor_us = before.lower_bound_us * (1.0 + 1e-9)
         found_all: list[tuple[tuple[float, float, int], list[int]]] = []
         cap = self._cap(len(graph))
         retries = [_FOOTPRINT_WORK // max(1, len(graph))]  # footprint retries left, all policies
         prepared: dict[bool, _Prepared] = {}  # by the collective-chain rule
-        for rank, (policy, pctx) in enumerate(self._attempts(len(graph), ctx)):
+        for rank, (policy, pctx) in enumerate(tries or self._attempts(len(graph), ctx)):
             if rank >= cap and found_all:
                 break
             if rank >= cap and pctx is ctx:
@@ -151,7 +154,8 @@ class ComputeOverlap(Pass):
         run from each (up to :data:`_SECOND_START_MAX_NODES` nodes) and the first start ends more
         than :data:`_SECOND_START_SLACK` above the lower bound: ``order`` with every
         collective raised and every wait sunk as far as the budget allows (raise-comms, then
-        sink-waits). The scheduler breaks ties by input position and, under memory pressure,
+        sink-waits), under ``ctx``'s rule only (the kept cross-group order never won from
+        there on the corpus). The scheduler breaks ties by input position and, under memory pressure,
         follows the input's memory profile, so a prefetching input leads it elsewhere: on
         the corpus's expert-parallel graphs it wins by 10-20%, on the 2-D ones the input
         order does (see :meth:`run`). Empty when it equals ``order`` or does not fit."""
