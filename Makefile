@@ -30,11 +30,12 @@ demo: install
 	@echo "outputs in $(DEMO_OUT)/: open report.html in a browser, or trace.json in https://ui.perfetto.dev"
 
 # One test worker per core (pytest-xdist); a file's tests share a worker, so module-scoped
-# fixtures (a gloo launch serving a whole file) still run once.
+# fixtures (a gloo launch serving a whole file) still run once. `make test` lists the 15
+# slowest tests, so a CI log shows where the time goes.
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 
 test: install browser-deps
-	$(PYTEST) tests
+	$(PYTEST) --durations=15 tests
 
 test-fast: install
 	$(PYTEST) -m "not slow and not browser" tests
