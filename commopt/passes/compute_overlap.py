@@ -50,12 +50,12 @@ _INF = float("inf")
 #: retry at a lower internal budget: 50 at 1k nodes, 5 at 10k, none at 100k.
 _FOOTPRINT_WORK = 50_000
 #: Largest graph whose schedules are also searched from a second input order
-#: (:meth:`ComputeOverlap._other_starts`), which about doubles the pass's time: the corpus
-#: graphs (up to 2.2k nodes) gain up to 20% from it; the 10k-node stitched FSDP stack
-#: gained nothing for 4.4 s more, so above this size one start.
+#: (:meth:`ComputeOverlap._other_starts`), which costs up to as much again as the first
+#: search: the corpus graphs (up to 2.2k nodes) gain up to 20% from it; the 10k-node
+#: stitched FSDP stack gained nothing for 4.4 s more, so above this size one start.
 _SECOND_START_MAX_NODES = 10_000
 #: A schedule this close to the lower bound is kept without the second start, which could
-#: finish at most this fraction sooner (stitched FSDP stack, 2k nodes: passes 2.6 -> 1.4 s).
+#: finish at most this fraction sooner.
 _SECOND_START_SLACK = 0.001
 
 
