@@ -24,14 +24,27 @@ def collective_chain(graph: Graph, order: Sequence[int], allow_cross_group: bool
     unless cross-group reordering is allowed (then ``{}``: same-group edges are in the graph)."""
     if allow_cross_group:
         return {}
+    return _consecutive_collectives(graph, order, by_group=False)
+
+
+def group_chain(graph: Graph, order: Sequence[int]) -> dict[int, int]:
+    """Each collective's next collective of the same group in ``order``: the queue its
+    group's stream runs them in when ``order`` is kept."""
+    return _consecutive_collectives(graph, order, by_group=True)
+
+
+def _consecutive_collectives(graph: Graph, order: Sequence[int], *, by_group: bool) -> dict[int, int]:
+    """``prev -> next`` for consecutive collectives of ``order``, per group or across all."""
     nodes = graph.nodes
     chain: dict[int, int] = {}
-    prev = -1
+    last: dict[str | None, int] = {}
     for i in order:
-        if nodes[i].kind is NodeKind.COLLECTIVE:
-            if prev >= 0:
-                chain[prev] = i
-            prev = i
+        node = nodes[i]
+        if node.kind is NodeKind.COLLECTIVE:
+            key = node.collective.group if by_group and node.collective is not None else None
+            if key in last:
+                chain[last[key]] = i
+            last[key] = i
     return chain
 
 

@@ -35,6 +35,7 @@ from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.passes._common import (
     collective_chain,
+    group_chain,
     memory_lean_order,
     most_robust,
     neighbour_lists,
@@ -159,14 +160,15 @@ class ComputeOverlap(Pass):
         there on the corpus). The scheduler breaks ties by input position and, under memory pressure,
         follows the input's memory profile, so a prefetching input leads it elsewhere: on
         the corpus's expert-parallel graphs it wins by 10-20%, on the 2-D ones the input
-        order does (see :meth:`run`). Empty when it equals ``order`` or does not fit."""
+        order does (see :meth:`run`). Empty when it equals ``order``. Both passes keep to
+        the budgets (or return their input, which fits here), so the start fits them."""
         if len(graph) > _SECOND_START_MAX_NODES:
             return []
         from commopt.passes.raise_comms import RaiseComms
         from commopt.passes.sink_waits import SinkWaits
 
         start = list(SinkWaits().run(graph, RaiseComms().run(graph, order, ctx), ctx))
-        return [start] if start != list(order) and ctx.fits(graph, start) else []
+        return [start] if start != list(order) else []
 
     @staticmethod
     def _cap(nodes: int) -> int:
@@ -339,7 +341,7 @@ def bottom_levels_us(graph: Graph, order: Sequence[int], durations_us: Sequence[
     nodes = graph.nodes
     n = len(nodes)
     sptr, sidx = graph.succ_arrays()
-    queue = {} if graph.group_order else _group_successors(graph, order)
+    queue = {} if graph.group_order else group_chain(graph, order)
     bl = [0.0] * n
     for i in reversed(order):
         node = nodes[i]
@@ -367,20 +369,6 @@ def bottom_levels_us(graph: Graph, order: Sequence[int], durations_us: Sequence[
             best = bl[b]
         bl[i] = best
     return bl
-
-
-def _group_successors(graph: Graph, order: Sequence[int]) -> dict[int, int]:
-    """Each collective's next collective of the same group in ``order``."""
-    nodes = graph.nodes
-    last: dict[str, int] = {}
-    following: dict[int, int] = {}
-    for i in order:
-        coll = nodes[i].collective
-        if nodes[i].kind is NodeKind.COLLECTIVE and coll is not None:
-            if coll.group in last:
-                following[last[coll.group]] = i
-            last[coll.group] = i
-    return following
 
 
 class _MaxProfile:

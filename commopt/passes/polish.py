@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
-from commopt.passes._common import degrades_no_more, zero_cost_view_mask
+from commopt.passes._common import collective_chain, degrades_no_more, zero_cost_view_mask
 from commopt.passes.base import Pass, PassContext
 
 #: Positions after a wait searched for compute to move in front of it, and the collectives
@@ -92,7 +92,8 @@ class _Descent:
         self.moved = False
         while trials > 0 and self.sim.makespan_us > self.floor_us:
             pos = Schedule(self.current, n).positions
-            chain_prev = _previous_collective(graph, self.current, ctx.allow_cross_group_reorder)
+            chain = collective_chain(graph, self.current, ctx.allow_cross_group_reorder)
+            chain_prev = {b: a for a, b in chain.items()}  # each collective's previous one
             exposed = sorted((t for t in self.sim.collectives if t.exposed_us > 0 and t.wait_node is not None),
                              key=lambda t: (-t.exposed_us, t.node))[:_WORST]
             found = False
@@ -207,18 +208,3 @@ def _fillers_before(graph: Graph, current: list[int], pos: list[int], chain_prev
             if len(found) >= candidates:
                 break
     return found
-
-
-def _previous_collective(graph: Graph, order: Sequence[int], allow_cross_group: bool) -> dict[int, int]:
-    """Each collective's predecessor in the kept global collective order of ``order``
-    (``{}`` when cross-group reordering is allowed: same-group edges are in the graph)."""
-    if allow_cross_group:
-        return {}
-    prev: dict[int, int] = {}
-    last = -1
-    for i in order:
-        if graph.nodes[i].kind is NodeKind.COLLECTIVE:
-            if last >= 0:
-                prev[i] = last
-            last = i
-    return prev
