@@ -206,13 +206,13 @@ def load_pt2(path: str | os.PathLike[str], groups: str | os.PathLike[str] | None
         records.append((read_groups_file(side), str(side)))
     if groups is not None:
         records.append((read_groups_file(groups), str(groups)))
-    import torch
+    from commopt.io.export_load import load_exported_program
 
     try:
         with warnings.catch_warnings():
             # torch's own deprecation notices about its pickled pytree specs are not ours
             warnings.simplefilter("ignore", FutureWarning)
-            ep = torch.export.load(str(p))
+            ep = load_exported_program(str(p))
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise GraphError(f"torch.export.load failed: {first[:200]}", file=str(p)) from None
