@@ -32,6 +32,22 @@ METADATA_OPS = frozenset({
     "aten._assert_tensor_metadata",
 })
 
+#: Ops with a FLOP formula in torch's flop counter (``torch.utils.flop_counter.flop_registry``,
+#: torch 2.13; a test keeps the two equal): matmuls, attention and convolutions, the compute
+#: a step's time is made of. Fixed here so a pass can rank nodes by them without importing
+#: torch, the same way on every rank.
+HEAVY_OPS = frozenset({
+    "aten._convolution", "aten._efficient_attention_backward", "aten._efficient_attention_forward",
+    "aten._flash_attention_backward", "aten._flash_attention_forward",
+    "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_cudnn_attention_backward",
+    "aten._scaled_dot_product_efficient_attention",
+    "aten._scaled_dot_product_efficient_attention_backward",
+    "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_flash_attention_backward",
+    "aten._scaled_mm", "aten._slow_conv2d_forward", "aten.addmm", "aten.baddbmm", "aten.bmm",
+    "aten.convolution", "aten.convolution_backward", "aten.convolution_overrideable",
+    "aten.cudnn_convolution", "aten.mm", "flex_attention", "flex_attention_backward",
+})
+
 
 def op_base_name(op: str) -> str:
     """``aten.mm.default`` -> ``aten.mm``; ``aten::mm`` -> ``aten.mm`` (overload dropped)."""
@@ -40,6 +56,11 @@ def op_base_name(op: str) -> str:
     if len(parts) >= 3:
         return ".".join(parts[:2])
     return op
+
+
+def heavy_op(op: str) -> bool:
+    """Whether ``op`` is one of :data:`HEAVY_OPS` (any overload, ``aten::`` or ``aten.``)."""
+    return op_base_name(op) in HEAVY_OPS
 
 
 def collective_factor(ctype: str, n: int) -> float:

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from commopt.estimators.analytical import heavy_op
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.passes._common import (
@@ -86,8 +87,10 @@ class ComputeOverlap(Pass):
         within :data:`~commopt.passes._common.NEAR_EQUAL` of that makespan, the one whose
         makespan degrades least when the costs are off (:func:`most_robust`); that one
         replaces the input order only when the simulator confirms it is better (makespan,
-        then exposed communication). The policies also run from a second input order
-        (:meth:`_other_starts`) unless the first found a schedule near the lower bound.
+        then exposed communication). Unless the first search found a schedule near the lower
+        bound (and up to :data:`_SECOND_START_MAX_NODES` nodes), the :data:`_SECOND_ROUND`
+        policies run too, and every policy also runs from a second input order
+        (:meth:`_other_starts`).
 
         An input order over a memory budget (one set below its peak) is first made leaner
         (:func:`_leaner`) and scheduled from there; any schedule within the budget then
@@ -102,10 +105,16 @@ class ComputeOverlap(Pass):
         if ctx.fits(graph, order):
             found_all = self._search(graph, order, ctx, model, before, before.makespan_us)
             near_us = before.lower_bound_us * (1.0 + _SECOND_START_SLACK)
-            if not (found_all and min(k[0] for k, _ in found_all) <= near_us):
+            if not (found_all and min(k[0] for k, _ in found_all) <= near_us) \
+                    and len(graph) <= _SECOND_START_MAX_NODES:
+                extra = [(p, ctx) for p in _SECOND_ROUND]
                 rank0 = len(self._attempts(len(graph), ctx))
-                tries = [(p, ctx) for p in self._policies(len(graph))]
+                found_all += [((m, e, rank0 + r), c) for (m, e, r), c in
+                              self._search(graph, order, ctx, model, before, before.makespan_us,
+                                           extra)]
+                tries = [(p, ctx) for p in self._policies(len(graph))] + extra
                 for start in self._other_starts(graph, order, ctx):
+                    rank0 += len(tries)
                     found_all += [((m, e, rank0 + r), c) for (m, e, r), c in
                                   self._search(graph, start, ctx, model, before, before.makespan_us,
                                                tries)]
@@ -152,9 +161,8 @@ class ComputeOverlap(Pass):
         return found_all
 
     def _other_starts(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> list[list[int]]:
-        """Input orders the policies are also tried from, when :meth:`_cap` lets every policy
-        run from each (up to :data:`_SECOND_START_MAX_NODES` nodes) and the first start ends more
-        than :data:`_SECOND_START_SLACK` above the lower bound: ``order`` with every
+        """Input orders the policies are also tried from when the first start ends more than
+        :data:`_SECOND_START_SLACK` above the lower bound (:meth:`run`): ``order`` with every
         collective raised and every wait sunk as far as the budget allows (raise-comms, then
         sink-waits), under ``ctx``'s rule only (the kept cross-group order never won from
         there on the corpus). The scheduler breaks ties by input position and, under memory pressure,
@@ -162,8 +170,6 @@ class ComputeOverlap(Pass):
         the corpus's expert-parallel graphs it wins by 10-20%, on the 2-D ones the input
         order does (see :meth:`run`). Empty when it equals ``order``. Both passes keep to
         the budgets (or return their input, which fits here), so the start fits them."""
-        if len(graph) > _SECOND_START_MAX_NODES:
-            return []
         from commopt.passes.raise_comms import RaiseComms
         from commopt.passes.sink_waits import SinkWaits
 
@@ -305,7 +311,13 @@ class _Policy:
       durations where a successor needs the result, the global collective order), so the
       chain the makespan hangs on runs first and compute with slack fills the gaps while
       collectives are in flight; with ``stall`` the compute stream idles for a wait that
-      finishes before the picked compute node would, when the wait's path is longer.
+      finishes before the picked compute node would, when the wait's path is longer;
+    - ``"domination"``: compute in the order of the heavy compute (matmuls, attention) it
+      leads to (:func:`domination_ranks`): each heavy node's inputs right before it, in
+      input order, and work no heavy node needs (what feeds only collectives, such as a
+      weight gradient's cast before its reduce_scatter) as soon as its inputs are done. The
+      rule of torch's overlap scheduler for its compute; bottom levels instead run the longest
+      chain first, which can starve a group's stream of ready collectives.
     """
 
     priority: str
@@ -320,6 +332,39 @@ class _Policy:
     #: input order's live bytes, plus what nodes run ahead hold over the input positions
     #: before their own, fit the budget from the frontier up to the node (:class:`_MaxProfile`).
     reserve: bool = False
+
+
+#: Policies tried only when the first search ends above the lower bound (with the second
+#: start, :meth:`ComputeOverlap.run`): corpus ws8 llama_fsdp_bf16 at torch's peak, 737.7 ->
+#: 723.7 us with it (torch's order: 728.5); no other corpus graph changed.
+_SECOND_ROUND = (_Policy("domination", 0, memory="frees"),)
+
+
+def domination_ranks(graph: Graph, order: Sequence[int]) -> list[int]:
+    """Per node, the rank in ``order`` of the first heavy compute node
+    (:data:`~commopt.estimators.analytical.HEAVY_OPS`) that is it or depends on it; a node no
+    heavy compute depends on ranks with the latest of its inputs, so it runs as soon as they
+    are done (its heavy inputs' rank, not later)."""
+    nodes = graph.nodes
+    inf = len(nodes) + 1
+    own = [inf] * len(nodes)  # a heavy node's own rank
+    heavy = (i for i in order if nodes[i].kind is NodeKind.COMPUTE and heavy_op(nodes[i].op))
+    for rank, i in enumerate(heavy):
+        own[i] = rank
+    sptr, sidx = graph.succ_arrays()
+    dom = [inf] * len(nodes)
+    for i in reversed(order):
+        best = own[i]
+        for k in range(sptr[i], sptr[i + 1]):
+            v = dom[sidx[k]]
+            if v < best:
+                best = v
+        dom[i] = best
+    pptr, pidx = graph.pred_arrays()
+    for i in order:  # off the heavy path: with the latest of its inputs
+        if dom[i] == inf:
+            dom[i] = max((dom[pidx[k]] for k in range(pptr[i], pptr[i + 1])), default=0)
+    return dom
 
 
 def bottom_levels_us(graph: Graph, order: Sequence[int], durations_us: Sequence[float],
@@ -481,6 +526,7 @@ class _Prepared:
             self.indeg[b] += 1
         self.inputs_bytes = sum(model.alloc[i] for i in range(n) if self.kind[i] is _K_IN)
         self._level: list[float] | None = None
+        self._domination: list[float] | None = None
         self._users: dict[int, list[int]] | None = None
         self._curve = None
 
@@ -489,6 +535,12 @@ class _Prepared:
         if self._level is None:
             self._level = bottom_levels_us(self.graph, self.order, self.dur, self.chain)
         return self._level
+
+    def domination(self) -> list[float]:
+        """Minus each node's domination rank (:func:`domination_ranks`), on first use."""
+        if self._domination is None:
+            self._domination = [-float(r) for r in domination_ranks(self.graph, self.order)]
+        return self._domination
 
     def users_of(self) -> dict[int, list[int]]:
         """Compute nodes by the storage roots they release (to re-rank them as uses drop)."""
@@ -554,9 +606,10 @@ class _ListScheduler:
         self.pos, self.succ = p.pos, p.succ
         self.kind, self.viewish = p.kind, p.viewish
         self.lookahead = policy.lookahead
-        self.by_level = policy.priority == "bottom-level"
-        self.stall = self.by_level and policy.stall
-        self.level = p.level() if self.by_level else None
+        self.by_level = policy.priority in ("bottom-level", "domination")
+        self.stall = policy.priority == "bottom-level" and policy.stall
+        self.level = (p.level() if policy.priority == "bottom-level" else p.domination()) \
+            if self.by_level else None
         self.seq, self.colls, self.need = p.seq, p.colls, p.need
         self.indeg = list(p.indeg)
         self.alloc, uses0, self.releases = model.alloc, model.uses, model.releases

@@ -160,3 +160,15 @@ def test_a_group_of_unknown_size_is_an_error_not_a_size_of_one(samples_dir, tmp_
     expected = collective_time_us(load_hardware(None), "all_reduce", reduce.collective.bytes, 8, 1)
     assert AnalyticalEstimator().estimate(sized.nodes[reduce.index], sized) == pytest.approx(expected)
     assert expected > 0
+
+
+def test_heavy_ops_are_the_ops_torchs_flop_counter_has_a_formula_for():
+    """compute-overlap ranks compute by these without importing torch; they must stay the ops
+    of torch's flop registry (a new torch may add some: then add them here)."""
+    from torch.utils.flop_counter import flop_registry
+
+    from commopt.estimators.analytical import HEAVY_OPS, heavy_op, op_base_name
+
+    names = {getattr(p, "_qualified_op_name", None) or str(p) for p in flop_registry}
+    assert {op_base_name(n.replace("::", ".")) for n in names} == HEAVY_OPS
+    assert heavy_op("aten.mm.default") and heavy_op("aten::addmm") and not heavy_op("aten.add.Tensor")
