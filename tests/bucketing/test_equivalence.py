@@ -24,7 +24,7 @@ from commopt.io.pt2 import save_pt2
 from tests.bucketing.helpers import largest_buckets, raised_order
 from tests.codegen.conftest import launch_runners
 from tests.corpus.graphs import CORPUS
-from tests.distributed import read_groups_record, recreate_groups, run_exported, run_gloo
+from tests.distributed import run_archives, run_gloo
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +42,7 @@ def _bucketed_archive(name: str, folder: Path) -> tuple[Path, Path, int]:
 
 
 def _body(rank: int, world_size: int, paths: list[str]) -> list:
-    mapping = recreate_groups(read_groups_record(paths[0]))
-    return [run_exported(torch.export.load(p), mapping) for p in paths]
+    return run_archives(paths)
 
 
 @pytest.mark.parametrize(("name", "world"), CASES, ids=[f"{n}-ws{w}" for n, w in CASES])

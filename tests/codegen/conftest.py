@@ -106,8 +106,8 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, {repo!r})
-from tests.distributed import (flat_inputs, read_groups_record, recreate_groups, run_exported,
-                               use_gloo_worker_threads)
+from tests.distributed import (flat_inputs, load_archive, read_groups_record, recreate_groups,
+                               run_exported, use_gloo_worker_threads)
 
 rank = int(os.environ["RANK"])
 use_gloo_worker_threads()  # as run_gloo: one worker thread per gloo group
@@ -115,14 +115,14 @@ dist.init_process_group("gloo")
 status = {{}}
 for name, archive, runner, *reordered in {cases!r}:
     try:
-        ep = torch.export.load(archive)
+        ep = load_archive(archive)
         mapping = recreate_groups(read_groups_record(archive))
         # parameters and buffers by state-dict key, user inputs by placeholder name
         keys = [s.target if s.target else s.arg.name for s in ep.graph_signature.input_specs]
         torch.save(dict(zip(keys, flat_inputs(ep))), f"{{name}}_in{{rank}}.pt")
         torch.save(run_exported(ep, mapping), f"{{name}}_eager{{rank}}.pt")
         for path in reordered:  # on the inputs and state dict saved in that archive
-            torch.save(run_exported(torch.export.load(path), mapping), f"{{name}}_reordered{{rank}}.pt")
+            torch.save(run_exported(load_archive(path), mapping), f"{{name}}_reordered{{rank}}.pt")
         main = runpy.run_path(runner, run_name="runner")["main"]
         code = main(["--verify", "--memory", "--iters", "2", "--warmup", "1", "--inputs", f"{{name}}_in{{{{rank}}}}.pt",
                      "--dump-outputs", f"{{name}}_out{{{{rank}}}}.pt", "--out", f"{{name}}.json"])
