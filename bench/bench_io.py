@@ -39,8 +39,9 @@ def _timed(fn, repeat: int):
 
 
 def _json_rows(nodes_wanted: int, repeat: int) -> list[list]:
+    from commopt.gc_freeze import collector_paused
     from commopt.io import load_graph, save_graph
-    from commopt.io.json_graph import _gc_paused, graph_from_model, read_json_file
+    from commopt.io.json_graph import graph_from_model, read_json_file
     from commopt.schemas.graph import GraphDocument
     from commopt.synth import graph_with_nodes
 
@@ -53,7 +54,7 @@ def _json_rows(nodes_wanted: int, repeat: int) -> list[list]:
         load_w, load_c, loaded = _timed(lambda: load_graph(path), repeat)
         assert len(loaded) == len(graph)
         del loaded
-        with _gc_paused():  # as load_graph runs them
+        with collector_paused():  # as load_graph runs them
             parse_w, parse_c, raw = _timed(lambda: read_json_file(path), repeat)
             pyd_w, pyd_c, _ = _timed(lambda: graph_from_model(GraphDocument.model_validate(raw)), 1)
     n = len(graph)
