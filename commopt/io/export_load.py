@@ -61,7 +61,9 @@ def _remembered_type_hints() -> Iterator[None]:
 
 
 def load_exported_program(path: str) -> Any:
-    """``torch.export.load(path)``, about twice as fast (module docstring)."""
+    """``torch.export.load(path)``, faster (module docstring): measured on the corpus, a
+    repeated load of llama_fsdp 1.30 -> 0.62 s, the first load in a fresh process (which
+    also imports torch's export modules) of llama_tp_L8 5.7-6.9 -> 4.2-4.6 s."""
     import torch
 
     with _remembered_type_hints():
