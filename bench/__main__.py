@@ -1,7 +1,8 @@
 """Run every benchmark module, print the tables and write BENCHMARKS.md.
 
-Usage: ``python -m bench [--quick] [--only NAME ...]``. Times are wall-clock on a shared,
-noisy 2-core machine: compare ratios within one run, not absolute seconds across runs.
+Usage: ``python -m bench [--quick] [--only NAME ...] [--update]``. Times are wall-clock on a
+shared, noisy 2-core machine: compare ratios within one run, not absolute seconds across runs.
+``--only NAME --update`` replaces just those modules' sections in BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import importlib
 import pkgutil
 import platform
+import re
 import sys
 import time
 from pathlib import Path
@@ -30,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=None,
                         help="Markdown file to write [default: BENCHMARKS.md for a full run; a "
                              "run with --only prints its sections and writes nothing unless given]")
+    parser.add_argument("--update", action="store_true",
+                        help="with --only: replace those modules' sections in BENCHMARKS.md "
+                             "(by their '## ' heading) and keep the others")
     args = parser.parse_args(argv)
     names = sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_"))
     if args.only:
@@ -48,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         text = module.run(quick=args.quick)
         print(text, flush=True)
         sections.append(text.rstrip() + f"\n\n_{name} ran in {time.perf_counter() - t0:.1f} s._\n")
+    if args.update and args.only:
+        path = ROOT / "BENCHMARKS.md"
+        path.write_text(replace_sections(path.read_text(encoding="utf-8"), sections[2:]),
+                        encoding="utf-8")
+        print(f"updated {path}", file=sys.stderr)
+        return 0
     output = args.output or (None if args.only else str(ROOT / "BENCHMARKS.md"))
     if output is None:
         print("--only: BENCHMARKS.md left as it was (give --output to write a file)", file=sys.stderr)
@@ -55,6 +66,23 @@ def main(argv: list[str] | None = None) -> int:
     Path(output).write_text("\n".join(sections), encoding="utf-8")
     print(f"wrote {output}", file=sys.stderr)
     return 0
+
+
+def replace_sections(document: str, sections: list[str]) -> str:
+    """``document`` with each of ``sections`` in place of the section (from its ``## ``
+    heading to the next) of the same heading; raises ValueError for a heading it lacks."""
+    def split(text: str) -> tuple[str, dict[str, str]]:
+        parts = re.split(r"(?m)^(?=## )", text)
+        return parts[0], {p.splitlines()[0]: p for p in parts[1:]}
+
+    head, old = split(document)
+    for section in sections:
+        _, new = split(section)
+        for heading, text in new.items():
+            if heading not in old:
+                raise ValueError(f"BENCHMARKS.md has no section {heading!r}")
+            old[heading] = text.rstrip("\n") + "\n\n"
+    return (head + "".join(old.values())).rstrip("\n") + "\n"
 
 
 if __name__ == "__main__":
