@@ -80,7 +80,7 @@ def replace_sections(document: str, sections: list[str]) -> str:
         _, new = split(section)
         for heading, text in new.items():
             if heading not in old:
-                raise ValueError(f"BENCHMARKS.md has no section {heading!r}")
+                raise ValueError(f"the document has no section {heading!r}")
             old[heading] = text.rstrip("\n") + "\n\n"
     return (head + "".join(old.values())).rstrip("\n") + "\n"
 

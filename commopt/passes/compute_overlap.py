@@ -107,17 +107,17 @@ class ComputeOverlap(Pass):
             near_us = before.lower_bound_us * (1.0 + _SECOND_START_SLACK)
             if not (found_all and min(k[0] for k, _ in found_all) <= near_us) \
                     and len(graph) <= _SECOND_START_MAX_NODES:
-                extra = [(p, ctx) for p in _SECOND_ROUND]
-                rank0 = len(self._attempts(len(graph), ctx))
-                found_all += [((m, e, rank0 + r), c) for (m, e, r), c in
-                              self._search(graph, order, ctx, model, before, before.makespan_us,
-                                           extra)]
-                tries = [(p, ctx) for p in self._policies(len(graph))]
-                for start in self._other_starts(graph, order, ctx):
+                rank0 = len(self._attempts(len(graph), ctx))  # later searches rank after
+
+                def search(start: Sequence[int], tries: list[tuple[_Policy, PassContext]]) -> None:
+                    nonlocal rank0
+                    found_all.extend(((m, e, rank0 + r), c) for (m, e, r), c in self._search(
+                        graph, start, ctx, model, before, before.makespan_us, tries))
                     rank0 += len(tries)
-                    found_all += [((m, e, rank0 + r), c) for (m, e, r), c in
-                                  self._search(graph, start, ctx, model, before, before.makespan_us,
-                                               tries)]
+
+                search(order, [(p, ctx) for p in _SECOND_ROUND])
+                for start in self._other_starts(graph, order, ctx):
+                    search(start, [(p, ctx) for p in self._policies(len(graph))])
             if not found_all:
                 return list(order)
             chosen = most_robust(graph, ctx, found_all)
@@ -607,10 +607,10 @@ class _ListScheduler:
         self.pos, self.succ = p.pos, p.succ
         self.kind, self.viewish = p.kind, p.viewish
         self.lookahead = policy.lookahead
-        self.by_level = policy.priority in ("bottom-level", "domination")
+        levels = {"bottom-level": p.level, "domination": p.domination}.get(policy.priority)
+        self.by_level = levels is not None
         self.stall = policy.priority == "bottom-level" and policy.stall
-        self.level = (p.level() if policy.priority == "bottom-level" else p.domination()) \
-            if self.by_level else None
+        self.level = levels() if levels is not None else None
         self.seq, self.colls, self.need = p.seq, p.colls, p.need
         self.indeg = list(p.indeg)
         self.alloc, uses0, self.releases = model.alloc, model.uses, model.releases
