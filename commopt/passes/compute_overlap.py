@@ -49,7 +49,9 @@ from commopt.sim.model import ZERO_TIME_KINDS, MemoryModel, memory_model, needs_
 _INF = float("inf")
 #: Node-schedules spent at most, over all policies, on schedules within the live-tensor budget
 #: but over the footprint budget (the scheduler does not track the arenas), each followed by a
-#: retry at a lower internal budget: 50 at 1k nodes, 5 at 10k, none at 100k.
+#: retry at a lower internal budget: 50 at 1k nodes, 5 at 10k, none at 100k. Once it is spent
+#: with nothing found, the search stops: on the 100k-node FSDP stack every policy reached the
+#: lower bound over the footprint budget, 3 schedules for none (raise-comms then fits).
 _FOOTPRINT_WORK = 50_000
 #: Largest graph whose schedules are also searched from a second input order
 #: (:meth:`ComputeOverlap._other_starts`), which costs up to as much again as the first
@@ -137,7 +139,8 @@ class ComputeOverlap(Pass):
                 ) -> list[tuple[tuple[float, float, int], list[int]]]:
         """((makespan, exposed, rank), order) of every policy's best schedule within ``ctx``'s
         budgets, tried in ``tries`` order (default :meth:`_attempts`) up to :meth:`_cap`
-        schedules, stopping at the lower bound of ``before`` (the input's simulation)."""
+        schedules, stopping at the lower bound of ``before`` (the input's simulation), or
+        with nothing found once :data:`_FOOTPRINT_WORK` is spent."""
         floor_us = before.lower_bound_us * (1.0 + 1e-9)
         found_all: list[tuple[tuple[float, float, int], list[int]]] = []
         cap = self._cap(len(graph))
@@ -148,6 +151,8 @@ class ComputeOverlap(Pass):
                 break
             if rank >= cap and pctx is ctx:
                 continue  # past the cap only the kept-order fallback runs, while nothing fits
+            if retries[0] < 0 and not found_all:
+                break  # nothing fits the footprint budget and the work for it is spent
             rule = pctx.allow_cross_group_reorder
             if rule not in prepared:
                 prepared[rule] = _Prepared(graph, order, pctx, model)

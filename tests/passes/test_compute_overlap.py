@@ -313,3 +313,37 @@ def test_the_domination_policy_keeps_the_reduce_scatters_fed_on_the_bf16_fsdp_st
     assert commopt.optimize(path, timings=False).pipeline.final.makespan_us < 725.0
     monkeypatch.setattr(compute_overlap, "_SECOND_ROUND", ())
     assert commopt.optimize(path, timings=False).pipeline.final.makespan_us > 735.0
+
+
+def test_search_stops_once_the_footprint_work_is_spent_with_nothing_found(monkeypatch):
+    """The 100k-node FSDP stack: every policy reached the lower bound over the footprint budget
+    and none could retry (the work allowed for footprint overshoots is spent), so each of three
+    list schedules was wasted. A search now stops after the first such schedule; the input
+    order is kept, as before."""
+    import commopt.passes.compute_overlap as co
+    from commopt.buffers.footprint import FootprintBudget
+    from commopt.estimators import resolve
+    from commopt.synth import graph_with_nodes
+
+    g = graph_with_nodes(1000)
+    d = resolve("analytical").durations(g)
+    fb = FootprintBudget.for_graph(g, 0.1, g.original_order)
+    ctx = PassContext.for_graph(g, d, max_memory_increase=0.1, footprint_budget=fb)
+    monkeypatch.setattr(co, "_FOOTPRINT_WORK", 0)  # as at 100k nodes
+    per_search: list[list[int]] = []
+    schedule, search = co._schedule, co.ComputeOverlap._search
+
+    def counting_schedule(*args, **kwargs):
+        result = schedule(*args, **kwargs)
+        assert fb.peak(g, result[0]) > fb.budget_bytes  # every schedule is over the footprint
+        per_search[-1].append(1)
+        return result
+
+    def counting_search(self, *args, **kwargs):
+        per_search.append([])
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(co, "_schedule", counting_schedule)
+    monkeypatch.setattr(co.ComputeOverlap, "_search", counting_search)
+    assert ComputeOverlap().run(g, g.original_order, ctx) == list(g.original_order)
+    assert per_search and all(len(s) == 1 for s in per_search)
