@@ -68,8 +68,9 @@ class TimeRanges:
     """Every buffer's lifetime as nodes of a segment tree over compressed time.
 
     For buffer i, ``canon[i]`` are the canonical nodes of its range (disjoint, together
-    exactly the range) and ``ancestors[i]`` their strict ancestors. Computed once per
-    instance and shared by every ordering tried.
+    exactly the range) and ``ancestors[i]`` their strict ancestors; ``own_reads[i]`` are the
+    ancestors whose ``own`` set a placement can have written (those canonical for some
+    buffer). Computed once per instance and shared by every ordering tried.
     """
 
     def __init__(self, firsts: Sequence[int], lasts: Sequence[int]) -> None:
@@ -105,7 +106,8 @@ class TimeRanges:
             self.canon.append(canon)
             self.ancestors.append(ancestors)
         # A node's agg is only ever read where it is canonical for some buffer, its own only
-        # where it is an ancestor of one: writes elsewhere are skipped (about a fifth).
+        # where it is an ancestor of one: writes elsewhere are skipped (about a fifth). And
+        # own is only ever written where a node is canonical: reads elsewhere are skipped.
         read_agg = {v for canon in self.canon for v in canon}
         read_own = {v for ancestors in self.ancestors for v in ancestors}
         self.agg_writes = [
@@ -113,6 +115,7 @@ class TimeRanges:
             for canon, ancestors in zip(self.canon, self.ancestors, strict=True)
         ]
         self.own_writes = [[v for v in canon if v in read_own] for canon in self.canon]
+        self.own_reads = [[v for v in ancestors if v in read_agg] for ancestors in self.ancestors]
 
 
 def _merged(flat: list[int] | None, start: int, end: int) -> list[int]:
@@ -150,7 +153,7 @@ def greedy_best_fit(order: Sequence[int], sizes: Sequence[int], firsts: Sequence
         ranges = TimeRanges(firsts, lasts)
     own: list[list[int] | None] = [None] * ranges.slots
     agg: list[list[int] | None] = [None] * ranges.slots
-    all_canon, all_ancestors = ranges.canon, ranges.ancestors
+    all_canon, all_ancestors = ranges.canon, ranges.own_reads
     own_writes, agg_writes = ranges.own_writes, ranges.agg_writes
     offsets = [0] * len(sizes)
     arena = 0
