@@ -3,7 +3,9 @@
 Compute: ``max(FLOPs / (peak for the dtype * efficiency), bytes moved / (HBM bandwidth *
 efficiency))``, at least ``min_kernel_us`` for a node that moves data. FLOPs come from
 ``torch.utils.flop_counter``'s formulas where it has one for the op (matmuls, convolutions,
-attention), evaluated on the shapes the IR records; other ops count as memory-bound.
+attention), evaluated on the shapes the IR records (matmuls and dense attention by
+:mod:`commopt.estimators.flops`, the same formulas without importing torch); other ops count
+as memory-bound.
 Allocation and metadata ops take 0.
 
 Collectives: ``latency + factor * message bytes / (link bandwidth * efficiency)`` with the ring
@@ -19,6 +21,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from commopt.estimators.flops import FORMULAS
 from commopt.estimators.hardware import load_hardware
 from commopt.ir.graph import DTYPE_BYTES, Graph, Node, NodeKind, Ref
 from commopt.schemas.hardware import HardwareSpec
@@ -200,28 +203,37 @@ class AnalyticalEstimator:
         return max(t_flops, t_bytes, self.hw.min_kernel_us)
 
     def flops(self, node: Node, graph: Graph) -> float:
-        """FLOPs of ``node`` by torch's flop_counter formula for its op (0 when it has none)."""
-        formulas = self._formulas()
-        fn = formulas.get(op_base_name(node.op))
+        """FLOPs of ``node`` by torch's flop_counter formula for its op (0 when it has none):
+        the formulas of :mod:`commopt.estimators.flops` where they cover the op, so that
+        most graphs are estimated without importing torch, else torch's registry."""
+        base = op_base_name(node.op)
+        fn = FORMULAS.get(base)
+        size: Any = tuple
+        out_keyword = "out_shape"  # how commopt's formulas take the output's shape
         if fn is None:
-            return 0.0
-        import torch
+            if base not in HEAVY_OPS:
+                return 0.0
+            fn = self._formulas().get(base)
+            if fn is None:
+                return 0.0
+            import torch
 
+            size, out_keyword = torch.Size, "out_val"  # torch's shape_wrapper takes the value
         nodes = graph.nodes
 
         def shape_of(v: Any) -> Any:
             if isinstance(v, Ref):
                 outs = nodes[v.index].outputs
-                return torch.Size(outs[0].shape) if outs else None
+                return size(outs[0].shape) if outs else None
             if isinstance(v, (list, tuple)):
                 return type(v)(shape_of(x) for x in v)
             if isinstance(v, dict):
                 return {k: shape_of(x) for k, x in v.items()}
             return v
 
-        out = torch.Size(node.outputs[0].shape) if node.outputs else None
+        out = size(node.outputs[0].shape) if node.outputs else None
         try:
-            return float(fn(*shape_of(node.args), out_val=out, **shape_of(node.kwargs)))
+            return float(fn(*shape_of(node.args), **{out_keyword: out}, **shape_of(node.kwargs)))
         except Exception:  # a formula that cannot read these arguments: count bytes only
             if node.op not in self._flop_failed:
                 self._flop_failed.add(node.op)
@@ -230,6 +242,7 @@ class AnalyticalEstimator:
             return 0.0
 
     def _formulas(self) -> dict[str, Any]:
+        """torch's flop registry by op name without overload (imports torch)."""
         if self._flop_formulas is None:
             from torch.utils.flop_counter import flop_registry
 
