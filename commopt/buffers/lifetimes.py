@@ -36,6 +36,7 @@ from commopt.buffers.shared import shared_reads
 from commopt.errors import GraphError, OptionError, suggest
 from commopt.ir.args import iter_refs
 from commopt.ir.graph import COLLECTIVE_TYPES, CollectiveInfo, Graph, Node, NodeKind, TensorMeta
+from commopt.ir.op_registry import overload_names
 from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import has_data_dependent_output
 
@@ -448,16 +449,12 @@ def _may_write_in_place(value: Node) -> bool:
 def has_out_variant(op: str) -> bool:
     """Whether the operator overload named ``op`` (``'aten.mm.default'``) has an out= overload.
 
-    Asks torch's operator registry (imported here, on first use); unknown ops give False.
+    Asks torch's operator registry (:func:`commopt.ir.op_registry.overload_names`: its
+    snapshot, without importing torch, where one matches the installed version); unknown
+    ops give False.
     """
     parts = op.split(".")
     if len(parts) < 2 or not all(p.isidentifier() for p in parts):
         return False
-    import torch
-
-    try:
-        packet = getattr(getattr(torch.ops, parts[0]), parts[1])
-        overloads = packet.overloads()
-    except (AttributeError, RuntimeError):
-        return False
-    return any(o == "out" or o.endswith("_out") for o in overloads)
+    overloads = overload_names(f"{parts[0]}.{parts[1]}")
+    return overloads is not None and any(o == "out" or o.endswith("_out") for o in overloads)

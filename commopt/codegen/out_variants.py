@@ -22,6 +22,7 @@ from functools import cache
 from typing import Any
 
 from commopt.ir.graph import Node, NodeKind
+from commopt.ir.op_registry import overload_schema
 
 #: Pure dtype casts: the target dtype comes from a keyword argument or the second positional.
 _CAST_OPS = {"aten._to_copy.default", "prims.convert_element_type.default"}
@@ -91,24 +92,14 @@ def _neutral(name: str, value: Any) -> bool:
 
 @cache
 def _schemas(op: str) -> tuple[tuple, tuple] | None:
-    """(functional arguments, .out arguments without ``out``) as (name, type, kwarg-only)."""
-    import torch
-
+    """(functional arguments, .out arguments without ``out``) as (name, type, kwarg-only),
+    from torch's registry (:mod:`commopt.ir.op_registry`)."""
     parts = op.split(".")
     if len(parts) != 3:
         return None
     namespace, name, overload = parts
-    try:
-        packet = getattr(getattr(torch.ops, namespace), name)
-        functional = getattr(packet, overload)._schema
-        out = packet.out._schema
-    except (AttributeError, RuntimeError):
+    functional = overload_schema(f"{namespace}.{name}", overload)
+    out = overload_schema(f"{namespace}.{name}", "out")
+    if functional is None or out is None or [a[0] for a in out if a[3]] != ["out"]:
         return None
-    if [a.name for a in out.arguments if a.is_out] != ["out"]:
-        return None
-
-    def args(schema, keep_out: bool) -> tuple:
-        return tuple((a.name, str(a.type), a.kwarg_only) for a in schema.arguments
-                     if keep_out or not a.is_out)
-
-    return args(functional, True), args(out, False)
+    return tuple(a[:3] for a in functional), tuple(a[:3] for a in out if not a[3])
