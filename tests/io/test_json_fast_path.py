@@ -16,10 +16,41 @@ from commopt.io.json_graph import (
     graph_from_model,
     graph_to_document,
 )
+from commopt.ir.args import Symbol
+from commopt.ir.graph import CollectiveInfo, Node, NodeKind, Ref, TensorMeta
 from commopt.schemas.graph import GraphDocument
 from commopt.synth import fsdp_tp_stack
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_graphs"
+
+_T = {"dtype": "float32", "shape": [4]}
+#: every field of every model, set (where it can be) to a value no other field of its type has
+EVERY_FIELD = {
+    "format": "commopt-graph", "version": 1, "name": "every_field", "world_size": 4,
+    "mesh": {"dp": 2, "tp": 2},
+    "process_groups": [{"name": "tp", "size": 2, "ranks": [0, 1], "mesh_dim": "tp"}],
+    "nodes": [
+        {"name": "x", "kind": "input", "op": "placeholder", "outputs": [
+            {"dtype": "float32", "shape": [4], "max_shape": [5], "logical_shape": [9], "placements": ["S(0)", "R"]}]},
+        {"name": "buf", "kind": "input", "op": "placeholder", "outputs": [_T]},
+        {"name": "ar", "kind": "collective", "op": "_c10d_functional.all_reduce.default",
+         "args": [{"ref": "x"}, "sum", "tp"], "outputs": [_T],
+         "collective": {"type": "all_reduce", "group": "tp", "reduce_op": "sum", "in_bytes": 16, "out_bytes": 20,
+                        "coalesced": True, "in_place": False}},
+        {"name": "w", "kind": "wait", "op": "_c10d_functional.wait_tensor.default", "args": [{"ref": "ar"}],
+         "wait_of": "ar", "alias_of": "ar", "outputs": [_T]},
+        {"name": "v", "kind": "view", "op": "aten.view.default", "args": [{"ref": "w"}, [2, 2]], "alias_of": "w",
+         "outputs": [{"dtype": "float32", "shape": [2, 2]}]},
+        {"name": "c", "kind": "compute", "op": "aten.add_.Tensor", "inputs": ["buf", "v"],
+         "args": [{"ref": "buf"}, [1, [2.5, {"ref": "x"}]], {"float": "-inf"}],
+         "kwargs": {"dtype": {"dtype": "bfloat16"}, "alpha": {"ref": "v"}}, "mutates": ["buf"], "side_effect": True,
+         "duration_us": 3, "attrs": {"role": "update"}, "outputs": [_T]},
+        {"name": "r", "kind": "compute", "op": "aten.rand.default", "args": [[4]], "rng": True, "duration_us": 1.5,
+         "outputs": [_T]},
+        {"name": "out", "kind": "output", "op": "output", "args": [[{"ref": "c"}, {"ref": "r"}]]},
+    ],
+    "meta": {"note": "every field"},
+}
 
 
 def _summary(graph):
@@ -33,6 +64,7 @@ def _summary(graph):
 def _docs():
     docs = [json.loads(p.read_text()) for p in sorted(SAMPLES.glob("ws*/*.json"))]
     docs.append(graph_to_document(fsdp_tp_stack(3, dp=4, tp=2, hidden=64, tokens=32)))
+    docs.append(copy.deepcopy(EVERY_FIELD))
     return docs
 
 
@@ -68,3 +100,48 @@ def test_invalid_documents_are_worded_by_pydantic(edit, field):
     with pytest.raises(GraphError) as exc:
         graph_from_document(raw, file="g.json")
     assert exc.value.field == field and "schema violation" in exc.value.message
+
+
+def test_every_field_takes_the_fast_path_into_its_attribute():
+    """The loader passes Node's fields by position: a field moved in Node shows here."""
+    graph = _fast_graph(copy.deepcopy(EVERY_FIELD), "f.json")
+    assert graph is not None
+    t4 = TensorMeta("float32", (4,))
+    assert graph.nodes == [
+        Node(index=0, name="x", kind=NodeKind.INPUT, op="placeholder",
+             outputs=(TensorMeta("float32", (4,), max_shape=(5,), logical_shape=(9,), placements=("S(0)", "R")),)),
+        Node(index=1, name="buf", kind=NodeKind.INPUT, op="placeholder", outputs=(t4,)),
+        Node(index=2, name="ar", kind=NodeKind.COLLECTIVE, op="_c10d_functional.all_reduce.default", inputs=(0,),
+             outputs=(t4,), args=(Ref(0), "sum", "tp"),
+             collective=CollectiveInfo("all_reduce", "tp", reduce_op="sum", in_bytes=16, out_bytes=20,
+                                       coalesced=True, in_place=False)),
+        Node(index=3, name="w", kind=NodeKind.WAIT, op="_c10d_functional.wait_tensor.default", inputs=(2,),
+             outputs=(t4,), args=(Ref(2),), wait_of=2, alias_of=2),
+        Node(index=4, name="v", kind=NodeKind.VIEW, op="aten.view.default", inputs=(3,),
+             outputs=(TensorMeta("float32", (2, 2)),), args=(Ref(3), [2, 2]), alias_of=3),
+        Node(index=5, name="c", kind=NodeKind.COMPUTE, op="aten.add_.Tensor", inputs=(1, 4, 0), outputs=(t4,),
+             args=(Ref(1), [1, [2.5, Ref(0)]], float("-inf")),
+             kwargs={"dtype": Symbol("dtype", "bfloat16"), "alpha": Ref(4)}, mutates=(1,), side_effect=True,
+             duration_us=3.0, attrs={"role": "update"}),
+        Node(index=6, name="r", kind=NodeKind.COMPUTE, op="aten.rand.default", outputs=(t4,), args=([4],), rng=True,
+             duration_us=1.5),
+        Node(index=7, name="out", kind=NodeKind.OUTPUT, op="output", inputs=(5, 6), args=([Ref(5), Ref(6)],)),
+    ]
+    assert type(graph.nodes[5].duration_us) is float
+
+
+def test_equal_tensors_references_and_collectives_are_one_object():
+    graph = _fast_graph(graph_to_document(fsdp_tp_stack(2, dp=2, hidden=16, tokens=8)), None)
+    values = [v for n in graph.nodes for v in (n.outputs, *n.outputs, n.collective, *n.args)
+              if v is not None and type(v) in (tuple, TensorMeta, CollectiveInfo, Ref)]
+    first: dict = {}
+    assert all(first.setdefault(v, v) is v for v in values)
+    assert len(first) < len(values) / 2  # most repeat
+
+
+def test_a_duplicate_name_is_named_where_it_repeats():
+    raw = copy.deepcopy(EVERY_FIELD)
+    raw["nodes"][6]["name"] = "buf"
+    with pytest.raises(GraphError) as exc:
+        graph_from_document(raw, file="g.json")
+    assert (exc.value.message, exc.value.node, exc.value.field) == ("duplicate node name", "buf", "$.nodes[6].name")
