@@ -53,6 +53,12 @@ _INF = float("inf")
 #: with nothing found, the search stops: on the 100k-node FSDP stack every policy reached the
 #: lower bound over the footprint budget, 3 schedules for none (raise-comms then fits).
 _FOOTPRINT_WORK = 50_000
+#: A schedule over the footprint budget by more than this fraction of it is not retried at a
+#: lower internal budget. On the synthetic FSDP stacks every lower-bound schedule was about 40%
+#: over (218 of 566 MiB at 10k nodes); the retries ended near the input order (27,125 us), from
+#: which raise-comms reached 17,189 us, against 16,445 us (the bound) from the input order
+#: itself; 1k nodes: 1,844 -> 1,642 us (bound 1,630). No corpus graph changed.
+_FOOTPRINT_HOPELESS = 0.1
 #: Largest graph whose schedules are also searched from a second input order
 #: (:meth:`ComputeOverlap._other_starts`), which costs up to as much again as the first
 #: search: the corpus graphs (up to 2.2k nodes) gain up to 20% from it; the 10k-node
@@ -222,9 +228,13 @@ class ComputeOverlap(Pass):
         (arenas + other live tensors, which the scheduler does not track), the internal budget
         is lowered by the overshoot (up to six rounds). Retries for a footprint overshoot
         stop once the schedule is slower than ``ceiling_us`` (the input order's makespan:
-        lower budgets only slow it down further) or when ``retries[0]``, the schedules over
+        lower budgets only slow it down further), when ``retries[0]``, the schedules over
         the footprint budget every policy may still spend, runs out (:data:`_FOOTPRINT_WORK`:
-        large graphs stay near-linear). Greedy issue decisions make the peak non-monotonic in the
+        large graphs stay near-linear), or when the overshoot exceeds
+        :data:`_FOOTPRINT_HOPELESS` of the footprint budget: the live-tensor budget is then no
+        proxy for it, and what fits at last is the input order with a few moves, a worse start
+        for the passes after this one (which check the footprint themselves) than the input
+        itself. Greedy issue decisions make the peak non-monotonic in the
         internal budget, so after that it bisects between 0 (the scheduler then follows the
         input order's memory profile) and the lowest failing budget, keeping the fastest
         schedule that fits. The result is confirmed with :meth:`PassContext.fits`.
@@ -244,7 +254,8 @@ class ComputeOverlap(Pass):
                     best = (key, cand)
             elif budget is not None and peak <= budget:  # over the footprint budget only
                 retries[0] -= 1
-                hopeless = hopeless or makespan_us > ceiling_us or retries[0] < 0
+                hopeless = hopeless or makespan_us > ceiling_us or retries[0] < 0 \
+                    or over > ctx.footprint_budget.budget_bytes * _FOOTPRINT_HOPELESS
             return over
 
         internal = budget
