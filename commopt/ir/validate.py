@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 
 from commopt.errors import GraphError
-from commopt.ir.graph import DTYPE_BYTES, Node, NodeKind, ProcessGroup, TensorMeta
+from commopt.ir.graph import DTYPE_BYTES, CollectiveInfo, Node, NodeKind, ProcessGroup, TensorMeta
 
 #: Largest tensor or message (bytes) a graph may describe: 16 TiB, far beyond any device,
 #: small enough that sums over 100,000s of nodes stay exact in int64 arrays and floats.
@@ -29,8 +29,10 @@ REDUCE_OPS = frozenset({"sum", "avg", "product", "prod", "min", "max", "band", "
 def validate_nodes(
     nodes: list[Node], groups: dict[str, ProcessGroup], *, file: str | None = None,
     world_size: int | None = None, mesh: Mapping[str, int] | None = None,
-) -> None:
-    """Raise :class:`GraphError` for the first structural problem found.
+) -> dict[str, int]:
+    """Raise :class:`GraphError` for the first structural problem found; return each node's
+    index by name, which :meth:`Graph.build <commopt.ir.graph.Graph.build>` keeps rather
+    than building it again.
 
     Checks: indices match positions, names are unique and encodable, references point to
     existing nodes listed earlier (a later one is either a cycle, named, or a misordered
@@ -41,20 +43,39 @@ def validate_nodes(
     world and mesh (:func:`validate_groups`). Later stages rely on all of it, so every loader
     rejects such a graph here instead of a later command failing on it.
     """
-    seen: dict[str, int] = {}
-    tensors: set[int] = set()  # ids of the metas checked: loaders share equal metas
-    n = len(nodes)
+    index_of = _check_nodes(nodes, file)
+    validate_groups(groups, world_size=world_size, mesh=mesh, file=file, field="process_groups")
+    _check_references(nodes, groups, file)
+    return index_of
+
+
+def _check_nodes(nodes: list[Node], file: str | None) -> dict[str, int]:
+    """Each node's index by name, after checking node by node that its index is its position,
+    its name is new and its values are sound (:func:`_check_node_values`)."""
+    index_of: dict[str, int] = {}
+    checked: set[int] = set()  # ids of the tensors and collectives checked: loaders share equal ones
     for pos, node in enumerate(nodes):
         if node.index != pos:
             raise GraphError(f"node index {node.index} does not match its position {pos}", file=file, node=node.name)
-        if node.name in seen:
+        if node.name in index_of:
             raise GraphError("duplicate node name", file=file, node=node.name, field="name")
-        seen[node.name] = pos
-        _check_node_values(node, file, tensors)
-    validate_groups(groups, world_size=world_size, mesh=mesh, file=file, field="process_groups")
+        index_of[node.name] = pos
+        _check_node_values(node, file, checked)
+    return index_of
+
+
+def _check_references(nodes: list[Node], groups: Mapping[str, ProcessGroup], file: str | None) -> None:
+    """What holds between nodes, in one pass: inputs are earlier nodes, aliases and mutations
+    are inputs, collectives have a known group and are waited, waits complete collectives,
+    nothing else reads a collective's value, and there is at most one output."""
+    n = len(nodes)
     forward: list[tuple[int, int]] = []
     outputs = 0
-    early_read: tuple[Node, Node, Node | None] | None = None
+    collectives: list[int] = []
+    waited: set[int] = set()
+    collective_of: dict[int, int] = {}  # a collective and each view of its result -> the collective
+    collective_values = collective_of.keys()  # only waits may read these
+    early_read: tuple[Node, int] | None = None  # the first other node reading one, and its input
     for node in nodes:
         for j in node.inputs:
             if not 0 <= j < n:
@@ -74,35 +95,42 @@ def validate_nodes(
                     f"mutates {nodes[m].name!r}, which is not one of its inputs",
                     file=file, node=node.name, field="mutates",
                 )
-        if node.kind is NodeKind.OUTPUT:
-            outputs += 1
-        if node.kind is NodeKind.COLLECTIVE:
-            if node.collective is None:
-                raise GraphError("collective without collective info", file=file, node=node.name, field="collective")
-            if node.collective.group not in groups:
-                raise GraphError(
-                    f"unknown process group {node.collective.group!r}",
-                    file=file, node=node.name, field="collective.group",
-                )
-        if node.kind is NodeKind.WAIT:
+        kind = node.kind
+        if kind is NodeKind.VIEW:
+            if node.alias_of in collective_of:
+                collective_of[node.index] = collective_of[node.alias_of]
+            continue
+        if kind is NodeKind.WAIT:
             _check_wait(nodes, node, file)
-        elif early_read is None:
-            early_read = _read_before_wait(nodes, node)
+            waited.add(node.wait_of)
+            continue
+        if kind is NodeKind.OUTPUT:
+            outputs += 1
+        elif kind is NodeKind.COLLECTIVE:
+            _check_group(node, groups, file)
+            collectives.append(node.index)
+            collective_of[node.index] = node.index
+        if early_read is None and not collective_values.isdisjoint(node.inputs):
+            early_read = node, next(j for j in node.inputs if j in collective_of)
     if forward:
         _raise_forward(nodes, forward, file)
     if outputs > 1:
         raise GraphError(f"{outputs} output nodes; a graph has at most one", file=file)
-    waited = {node.wait_of for node in nodes if node.kind is NodeKind.WAIT}
-    for node in nodes:
-        if node.kind is NodeKind.COLLECTIVE and node.index not in waited:
-            raise GraphError("collective is never waited", file=file, node=node.name)
+    for c in collectives:
+        if c not in waited:
+            raise GraphError("collective is never waited", file=file, node=nodes[c].name)
     if early_read is not None:
-        reader, coll, via = early_read
-        through = f" through view {via.name!r}" if via is not None else ""
+        _raise_read_before_wait(nodes, *early_read, collective_of, file)
+
+
+def _check_group(node: Node, groups: Mapping[str, ProcessGroup], file: str | None) -> None:
+    """The collective node has collective info naming a known process group."""
+    if node.collective is None:
+        raise GraphError("collective without collective info", file=file, node=node.name, field="collective")
+    if node.collective.group not in groups:
         raise GraphError(
-            f"reads the result of collective {coll.name!r}{through} without waiting for it "
-            "(only a wait may use a collective's value)",
-            file=file, node=reader.name, field="inputs",
+            f"unknown process group {node.collective.group!r}",
+            file=file, node=node.name, field="collective.group",
         )
 
 
@@ -133,32 +161,39 @@ def _short(shape: tuple[int, ...]) -> str:
 
 
 def _check_node_values(node: Node, file: str | None, checked: set[int]) -> None:
-    """Values of one node later stages compute with: name, tensors (those whose id is not in
-    ``checked``, which collects them), duration, collective."""
-    if not isinstance(node.name, str) or not node.name:
+    """Values of one node later stages compute with: name, tensors, duration, collective.
+    Tensors and collectives whose id is in ``checked`` passed already; ``checked`` collects
+    the ids of those this call checks."""
+    name = node.name
+    if not isinstance(name, str) or not name:
         raise GraphError("a node name is a non-empty string", file=file, node=None, field="name")
-    if not encodable(node.name):
-        raise GraphError(f"node name {node.name!r} is not encodable as UTF-8 (a lone surrogate?)",
+    if not (name.isascii() or encodable(name)):  # isascii: the common case, without encoding
+        raise GraphError(f"node name {name!r} is not encodable as UTF-8 (a lone surrogate?)",
                          file=file, field="name")
     for meta in node.outputs:
         if id(meta) not in checked:
-            check_tensor(meta, file=file, node=node.name)
+            check_tensor(meta, file=file, node=name)
             checked.add(id(meta))
     d = node.duration_us
     if d is not None and not (isinstance(d, (int, float)) and 0 <= d <= MAX_DURATION_US):
         raise GraphError(f"duration {d!r} is not a finite number of microseconds in "
-                         f"[0, {MAX_DURATION_US:g}]", file=file, node=node.name, field="duration_us")
+                         f"[0, {MAX_DURATION_US:g}]", file=file, node=name, field="duration_us")
     c = node.collective
-    if c is None:
-        return
+    if c is not None and id(c) not in checked:
+        _check_collective(c, file, name)
+        checked.add(id(c))
+
+
+def _check_collective(c: CollectiveInfo, file: str | None, node: str) -> None:
+    """Byte counts the cost models can use and a reduce op torch knows."""
     for name in ("in_bytes", "out_bytes"):
         v = getattr(c, name)
         if not (type(v) is int and 0 <= v <= MAX_TENSOR_BYTES):
             raise GraphError(f"{v!r} bytes is not an integer in [0, {MAX_TENSOR_BYTES:,}]",
-                             file=file, node=node.name, field=f"collective.{name}")
+                             file=file, node=node, field=f"collective.{name}")
     if c.reduce_op is not None and (not isinstance(c.reduce_op, str) or c.reduce_op.lower() not in REDUCE_OPS):
         raise GraphError(f"unknown reduce op {c.reduce_op!r} (known: {', '.join(sorted(REDUCE_OPS))})",
-                         file=file, node=node.name, field="collective.reduce_op")
+                         file=file, node=node, field="collective.reduce_op")
 
 
 def encodable(text: str) -> bool:
@@ -231,20 +266,18 @@ def _num(v: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _read_before_wait(nodes: list[Node], node: Node) -> tuple[Node, Node, Node | None] | None:
-    """(node, collective, view) when ``node`` uses a collective's value directly or through
-    views: only a wait may, anything else reads a buffer the collective is still writing."""
-    if node.kind is NodeKind.VIEW or not node.inputs:
-        return None
-    for j in node.inputs:
-        cur = nodes[j]
-        via = None
-        while cur.kind is NodeKind.VIEW and cur.alias_of is not None:
-            via = via or cur
-            cur = nodes[cur.alias_of]
-        if cur.kind is NodeKind.COLLECTIVE:
-            return node, cur, via
-    return None
+def _raise_read_before_wait(nodes: list[Node], reader: Node, j: int, collective_of: dict[int, int],
+                            file: str | None) -> None:
+    """The error for ``reader``, which uses collective ``collective_of[j]``'s value through its
+    input ``j`` (the collective or a view of its value) without waiting for it: only a wait
+    may, anything else reads a buffer the collective is still writing."""
+    via = nodes[j] if nodes[j].kind is NodeKind.VIEW else None
+    through = f" through view {via.name!r}" if via is not None else ""
+    raise GraphError(
+        f"reads the result of collective {nodes[collective_of[j]].name!r}{through} without waiting for it "
+        "(only a wait may use a collective's value)",
+        file=file, node=reader.name, field="inputs",
+    )
 
 
 def _check_wait(nodes: list[Node], node: Node, file: str | None) -> None:
