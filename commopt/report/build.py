@@ -13,9 +13,10 @@ from typing import Any
 
 from commopt.certificate import certify
 from commopt.errors import GraphError
+from commopt.gc_freeze import collector_paused, freeze_long_lived
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
-from commopt.report.explain import advise, csr_lists, explain_exposed
+from commopt.report.explain import advise, explain_exposed
 from commopt.schemas.report import OverlapReport, ScheduleReport
 from commopt.schemas.summary import Certificate
 from commopt.sim.result import COMPUTE_LANE, SimResult, comm_lane
@@ -31,9 +32,14 @@ TOP_PER_GROUP = 3
 SINGLE_LABEL = "schedule"
 
 _HIDDEN_KINDS = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW)
+#: A timeline span as a schedule is built from it: (start, step, end, node name, exposed).
+_Span = tuple[float, int, float, str, bool]
 _KIND_LABEL = {k: k.label for k in NodeKind}
 
 
+# the report is 100,000s of small objects that all live on: no collection scans them while
+# they are built, and inside a command they are frozen before the collector resumes
+@collector_paused()
 def build_report(
     graph: Graph,
     before_order: Sequence[int],
@@ -117,7 +123,7 @@ def build_report(
         node_infos.update(_used_nodes(graph, [after_sim], durations_us))
     # pydantic checks nested plain data far faster than it builds 100,000s of models one
     # call at a time; the schedules are models already and are taken as they are
-    return OverlapReport.model_validate({
+    report = OverlapReport.model_validate({
         "graph": graph.name,
         "source": graph.source_path,
         "node_count": n,
@@ -139,6 +145,8 @@ def build_report(
         "footprint": footprint.model_dump() if footprint is not None else None,
         "robustness": robustness.model_dump() if robustness is not None else None,
     })
+    freeze_long_lived()  # the renderers read it next
+    return report
 
 
 def _used_nodes(graph: Graph, sims: Sequence[SimResult],
@@ -210,79 +218,15 @@ def _node_info(graph: Graph, i: int, durations_us: Sequence[float]) -> dict[str,
     }
 
 
-def _lane_key(lane: str) -> tuple[int, str]:
-    return (0, "") if lane == COMPUTE_LANE else (1, lane)
-
-
-def _schedule(graph: Graph, order: Sequence[int], sim: SimResult, label: str) -> dict[str, Any]:
+def _schedule(graph: Graph, order: Schedule, sim: SimResult, label: str) -> dict[str, Any]:
     """The plain data of one schedule (validated with the whole report)."""
-    nodes = graph.nodes
-    pos = [0] * len(nodes)
-    for p, i in enumerate(order):
-        pos[i] = p
-    hidden = _HIDDEN_KINDS
-    wait_kind = NodeKind.WAIT
-    raw: list[tuple[tuple[int, str], float, int, float, str, bool, str]] = []
-    for ev in sim.events:
-        node = nodes[ev.node]
-        if node.kind in hidden:
-            continue
-        # a wait's span is the compute stream idle on communication
-        raw.append((_lane_key(ev.lane), ev.start_us, pos[ev.node], ev.end_us, node.name,
-                    node.kind is wait_kind, ev.lane))
-    colls: list[dict[str, Any]] = []
-    for t in sorted(sim.collectives, key=lambda t: pos[t.node]):
-        node = nodes[t.node]
-        info = node.collective
-        waits = graph.waits_of(t.node)
-        wait = t.wait_node if t.wait_node is not None else (
-            min(waits, key=lambda w: pos[w]) if waits else None)
-        colls.append({
-            "node": node.name,
-            "group": t.group,
-            "type": info.type if info is not None else "unknown",
-            "bytes": info.bytes if info is not None else node.nbytes,
-            "issue_step": pos[t.node],
-            "wait_step": pos[wait] if wait is not None else None,
-            "issue_us": t.issue_us,
-            "start_us": t.start_us,
-            "end_us": t.end_us,
-            "wait": nodes[wait].name if wait is not None else None,
-            "waits": [nodes[w].name for w in sorted(waits, key=lambda w: pos[w])],
-            "wait_start_us": t.wait_start_us,
-            "exposed_us": t.exposed_us,
-            "reasons": [],
-        })
-    raw.sort()  # by lane, start, step; steps are unique, so the rest never decides
+    by_lane = _spans_by_lane(graph, order, sim)
+    colls = _collectives(graph, order, sim)
     coll_groups = {c["group"] for c in colls}
     lane_names = [COMPUTE_LANE] + sorted(
-        {comm_lane(g) for g in graph.groups if g in coll_groups}
-        | {r[6] for r in raw if r[6] != COMPUTE_LANE}
+        {comm_lane(g) for g in graph.groups if g in coll_groups} | by_lane.keys() - {COMPUTE_LANE}
     )
-    stats: dict[str, list] = {name: [[], 0, 0.0] for name in lane_names}  # row ends, count, busy
-    events: list[dict[str, Any]] = []
-    eps = 1e-9
-    for _, start, step, end, name, exposed, lane in raw:
-        st = stats[lane]
-        row_ends = st[0]
-        if row_ends and row_ends[0] <= start + eps:  # the common case: one row per lane
-            row = 0
-        else:
-            row = next((k for k, e in enumerate(row_ends) if e <= start + eps), len(row_ends))
-        if row == len(row_ends):
-            row_ends.append(end)
-        else:
-            row_ends[row] = end
-        st[1] += 1
-        if not exposed:
-            st[2] += end - start
-        events.append({"node": name, "lane": lane, "row": row, "step": step, "start_us": start,
-                       "end_us": end, "exposed": exposed})
-    lanes = [
-        {"name": name, "group": None if name == COMPUTE_LANE else name.split(":", 1)[1],
-         "rows": max(1, len(stats[name][0])), "events": stats[name][1], "busy_us": stats[name][2]}
-        for name in lane_names
-    ]
+    lanes, events = _lanes(lane_names, by_lane)
     return {
         "label": label,
         "makespan_us": sim.makespan_us,
@@ -300,6 +244,86 @@ def _schedule(graph: Graph, order: Sequence[int], sim: SimResult, label: str) ->
         "memory_curve": [{"time_us": t, "live_bytes": b}
                          for t, b in downsample_peaks(sim.memory_curve, MEMORY_POINTS)],
     }
+
+
+def _spans_by_lane(graph: Graph, order: Schedule, sim: SimResult) -> dict[str, list[_Span]]:
+    """The timeline's spans per lane, in simulation order (inputs, outputs and views are not
+    shown)."""
+    nodes = graph.nodes
+    pos = order.positions
+    hidden = _HIDDEN_KINDS
+    wait_kind = NodeKind.WAIT
+    by_lane: dict[str, list[_Span]] = {}
+    for ev in sim.events:
+        node = nodes[ev.node]
+        if node.kind in hidden:
+            continue
+        spans = by_lane.get(ev.lane)
+        if spans is None:
+            spans = by_lane[ev.lane] = []
+        # a wait's span is the compute stream idle on communication
+        spans.append((ev.start_us, pos[ev.node], ev.end_us, node.name, node.kind is wait_kind))
+    return by_lane
+
+
+def _collectives(graph: Graph, order: Schedule, sim: SimResult) -> list[dict[str, Any]]:
+    """The plain data of each collective's timing, in the schedule's order."""
+    nodes = graph.nodes
+    pos = order.positions
+    colls: list[dict[str, Any]] = []
+    for t in sorted(sim.collectives, key=lambda t: pos[t.node]):
+        node = nodes[t.node]
+        info = node.collective
+        waits = sorted(graph.waits_of(t.node), key=pos.__getitem__)
+        wait = t.wait_node if t.wait_node is not None else (waits[0] if waits else None)
+        colls.append({
+            "node": node.name,
+            "group": t.group,
+            "type": info.type if info is not None else "unknown",
+            "bytes": info.bytes if info is not None else node.nbytes,
+            "issue_step": pos[t.node],
+            "wait_step": pos[wait] if wait is not None else None,
+            "issue_us": t.issue_us,
+            "start_us": t.start_us,
+            "end_us": t.end_us,
+            "wait": nodes[wait].name if wait is not None else None,
+            "waits": [nodes[w].name for w in waits],
+            "wait_start_us": t.wait_start_us,
+            "exposed_us": t.exposed_us,
+            "reasons": [],
+        })
+    return colls
+
+
+def _lanes(lane_names: list[str],
+           by_lane: dict[str, list[_Span]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The plain data of the lanes named ``lane_names`` and of their events, lane by lane,
+    each lane's by start and step: a span goes to the first row of its lane free by then."""
+    lanes: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    eps = 1e-9
+    for lane in lane_names:
+        spans = by_lane.get(lane, [])
+        spans.sort()  # by start, step; steps are unique, so the rest never decides
+        row_ends: list[float] = []
+        busy = 0.0
+        for start, step, end, name, exposed in spans:
+            if row_ends and row_ends[0] <= start + eps:  # the common case: one row per lane
+                row = 0
+            else:
+                row = next((k for k, e in enumerate(row_ends) if e <= start + eps), len(row_ends))
+            if row == len(row_ends):
+                row_ends.append(end)
+            else:
+                row_ends[row] = end
+            if not exposed:
+                busy += end - start
+            events.append({"node": name, "lane": lane, "row": row, "step": step,
+                           "start_us": start, "end_us": end, "exposed": exposed})
+        group = None if lane == COMPUTE_LANE else lane.split(":", 1)[1]
+        lanes.append({"name": lane, "group": group, "rows": max(1, len(row_ends)),
+                      "events": len(spans), "busy_us": busy})
+    return lanes, events
 
 
 def downsample_peaks(points: Sequence[tuple[float, int]], limit: int) -> list[tuple[float, int]]:
@@ -331,14 +355,11 @@ def _explain_top(graph: Graph, final: dict[str, Any], order: Sequence[int], sim:
         if k < top or seen < TOP_PER_GROUP:
             chosen.append(c)
     timing_of = {t.node: t for t in sim.collectives}
-    csr = csr_lists(graph) if chosen else None
-    for c in chosen:
-        t = timing_of[graph.index_of[c["node"]]]
-        c["reasons"] = [
-            r.model_dump() for r in
-            explain_exposed(graph, order, durations_us, t, sim, memory_budget_bytes=budget,
-                            csr=csr)
-        ]
+    timings = [timing_of[graph.index_of[c["node"]]] for c in chosen]
+    explained = explain_exposed(graph, order, durations_us, timings, sim,
+                                memory_budget_bytes=budget)
+    for c, reasons in zip(chosen, explained, strict=True):
+        c["reasons"] = [r.model_dump() for r in reasons]
     return names
 
 

@@ -20,9 +20,13 @@ behind / faster links.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
 
 from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.schedule import Schedule
 from commopt.schemas.report import Advice, Reason
 from commopt.sim.result import COMPUTE_LANE, CollectiveTiming, SimResult
 
@@ -37,25 +41,99 @@ BUCKET_MIN_COLLECTIVES = 8
 BUCKET_LATENCY_SHARE = 0.5
 
 
-def _reach(start: Sequence[int], ptr: Sequence[int], idx: Sequence[int], n: int) -> bytearray:
-    """Marks of every node reachable from ``start`` (exclusive) along the CSR arrays."""
-    seen = bytearray(n)
-    stack = list(start)
-    while stack:
-        i = stack.pop()
+#: Collectives whose reachability one pair of sweeps answers: a bit each, twice in the
+#: forward sweep's marks, so marks stay 64-bit numbers.
+_SWEEP_WIDTH = 32
+
+
+@dataclass(frozen=True, slots=True)
+class _Independent:
+    """The compute that may run while one collective is in flight (the module docstring),
+    as node indices in index order."""
+
+    #: compute nodes that are neither ancestors of the collective nor after one of its waits
+    nodes: list[int]
+    #: those of ``nodes`` that come after a wait of a later collective of its group
+    blocked: list[int]
+    #: whether the collective has a compute ancestor
+    pred_compute: bool
+
+
+def _independence(graph: Graph, timings: Sequence[CollectiveTiming]) -> list[_Independent]:
+    """The independent compute of each collective of ``timings``, in their order.
+
+    The graph is swept twice per :data:`_SWEEP_WIDTH` collectives (:func:`_marks`), not a
+    few times per collective: explaining many costs little more than explaining one.
+    """
+    # lists: faster to slice and index than the graph's arrays
+    csr = (*(a.tolist() for a in graph.pred_arrays()), *(a.tolist() for a in graph.succ_arrays()))
+    compute = np.array([nd.index for nd in graph.nodes if nd.kind is NodeKind.COMPUTE],
+                       dtype=np.int64)
+    out: list[_Independent] = []
+    for k in range(0, len(timings), _SWEEP_WIDTH):
+        batch = timings[k : k + _SWEEP_WIDTH]
+        before, after = _marks(graph, batch, csr)
+        out += _split(np.array(before, dtype=np.uint64)[compute],
+                      np.array(after, dtype=np.uint64)[compute], compute, len(batch))
+    return out
+
+
+def _marks(graph: Graph, batch: Sequence[CollectiveTiming],
+           csr: tuple[list[int], list[int], list[int], list[int]]) -> tuple[list[int], list[int]]:
+    """Reachability of the collectives of ``batch`` as bits per node: bit ``b`` of
+    ``before[i]`` is set when node ``i`` is an ancestor of ``batch[b]``; of ``after[i]``, when
+    it comes after a wait of ``batch[b]``, and bit ``len(batch) + b`` when it comes after a
+    wait of a later collective of its group (one of that group that is not an ancestor).
+    One backward and one forward sweep (``csr``: pred ptr, idx, succ ptr, idx lists)."""
+    nodes = graph.nodes
+    n = len(nodes)
+    pred_ptr, pred_idx, succ_ptr, succ_idx = csr
+    own = [0] * n
+    waits = [0] * n
+    of_group: dict[str, int] = {}
+    for b, t in enumerate(batch):
+        own[t.node] = 1 << b
+        for w in graph.waits_of(t.node):
+            waits[w] |= 1 << b
+        of_group[t.group] = of_group.get(t.group, 0) | 1 << b
+    before = _reach_bits(own, succ_ptr, succ_idx, range(n - 1, -1, -1))
+    for j in graph.collectives():
+        info = nodes[j].collective
+        later = of_group.get(info.group, 0) & ~before[j] & ~own[j] if info is not None else 0
+        if later:
+            for w in graph.waits_of(j):
+                waits[w] |= later << len(batch)
+    return before, _reach_bits(waits, pred_ptr, pred_idx, range(n))
+
+
+def _reach_bits(seeds: list[int], ptr: Sequence[int], idx: Sequence[int],
+                visit: Iterable[int]) -> list[int]:
+    """Per node, the OR of ``seeds`` over the nodes it is reached from (not itself) along
+    the CSR arrays, which list for each node the nodes it is reached from directly;
+    ``visit`` lists every node after all of those (index order is topological)."""
+    marks = [0] * len(seeds)
+    for i in visit:
+        m = 0
         for j in idx[ptr[i] : ptr[i + 1]]:
-            if not seen[j]:
-                seen[j] = 1
-                stack.append(j)
-    return seen
+            m |= marks[j] | seeds[j]
+        marks[i] = m
+    return marks
 
 
-def csr_lists(graph: Graph) -> tuple[list[int], list[int], list[int], list[int]]:
-    """The graph's predecessor and successor CSR arrays as lists (faster to slice and index);
-    build once and pass to every :func:`explain_exposed` call on the same graph."""
-    pred_ptr, pred_idx = graph.pred_arrays()
-    succ_ptr, succ_idx = graph.succ_arrays()
-    return list(pred_ptr), list(pred_idx), list(succ_ptr), list(succ_idx)
+def _split(before: np.ndarray, after: np.ndarray, compute: np.ndarray,
+           width: int) -> list[_Independent]:
+    """The :class:`_Independent` of each of ``width`` collectives from the :func:`_marks` of
+    the ``compute`` nodes (arrays aligned with ``compute``)."""
+    independent = ~(before | after) & np.uint64((1 << width) - 1)
+    blocked = independent & (after >> np.uint64(width))
+    has_pred = int(np.bitwise_or.reduce(before, initial=np.uint64(0)))
+    out = []
+    for b in range(width):
+        bit = np.uint64(1 << b)
+        out.append(_Independent(nodes=compute[(independent & bit) != 0].tolist(),
+                                blocked=compute[(blocked & bit) != 0].tolist(),
+                                pred_compute=bool(has_pred >> b & 1)))
+    return out
 
 
 def _us(x: float) -> str:
@@ -66,21 +144,35 @@ def explain_exposed(
     graph: Graph,
     order: Sequence[int],
     durations_us: Sequence[float],
-    timing: CollectiveTiming,
+    timings: Sequence[CollectiveTiming],
     sim: SimResult,
     *,
     memory_budget_bytes: int | None = None,
-    csr: tuple[list[int], list[int], list[int], list[int]] | None = None,
-) -> list[Reason]:
-    """The reasons collective ``timing.node`` is exposed in ``order``, primary reason first.
+) -> list[list[Reason]]:
+    """The reasons each collective of ``timings`` is exposed in ``order`` (one list per
+    timing), primary reason first.
 
-    At most two reasons: ``queued`` when it applies, then the first of the others that
-    holds. Costs a few graph traversals, so callers explain only the most exposed ones
-    (passing ``csr=csr_lists(graph)`` built once).
+    At most two reasons each: ``queued`` when it applies, then the first of the others that
+    holds. The graph traversals are shared (:func:`_independence`); beyond them each
+    collective costs what its independent compute and its window in ``order`` hold.
     """
+    if not timings:
+        return []
+    order = Schedule.of(graph, order)
+    independence = _independence(graph, timings)
+    # the compute stream's end of each of its nodes, for the memory reason
+    ends = ({e.node: e.end_us for e in sim.events if e.lane == COMPUTE_LANE}
+            if memory_budget_bytes is not None else None)
+    return [_reasons(graph, order, durations_us, t, ind, sim, ends, memory_budget_bytes)
+            for t, ind in zip(timings, independence, strict=True)]
+
+
+def _reasons(graph: Graph, order: Schedule, durations_us: Sequence[float],
+             timing: CollectiveTiming, independent: _Independent, sim: SimResult,
+             ends: dict[int, float] | None, memory_budget_bytes: int | None) -> list[Reason]:
+    """The reasons of one collective (:func:`explain_exposed`)."""
     reasons: list[Reason] = []
     nodes = graph.nodes
-    n = len(nodes)
     c = timing.node
     group = timing.group
     coll_us = max(timing.end_us - timing.start_us, durations_us[c])
@@ -91,26 +183,13 @@ def explain_exposed(
             text=f"waited {_us(queued_us)} behind earlier collectives on group {group!r} "
                  "before it could start",
         ))
-    pos = [0] * n
-    for p, i in enumerate(order):
-        pos[i] = p
+    pos = order.positions
     waits = graph.waits_of(c)
-    pred_ptr, pred_idx, succ_ptr, succ_idx = csr if csr is not None else csr_lists(graph)
-    before = _reach([c], pred_ptr, pred_idx, n)
-    after = _reach(list(waits), succ_ptr, succ_idx, n)
-    for wt in waits:
-        after[wt] = 1
-    after[c] = 1
     compute = NodeKind.COMPUTE
-    independent = [
-        i for i in range(n)
-        if nodes[i].kind is compute and not before[i] and not after[i]
-    ]
-    indep_us = sum(durations_us[i] for i in independent)
+    indep_us = sum(durations_us[i] for i in independent.nodes)
     if indep_us < coll_us:
-        has_pred_compute = any(before[i] and nodes[i].kind is compute for i in range(n))
         lead = ("nothing has to run before it and everything else needs its result: "
-                if not has_pred_compute else "")
+                if not independent.pred_compute else "")
         reasons.append(Reason(
             code="no_independent_compute",
             text=f"{lead}only {_us(indep_us)} of compute is independent of it, "
@@ -119,17 +198,10 @@ def explain_exposed(
         return reasons
     # compute that needs a later collective of the same group cannot finish before this one
     # does: that collective queues behind it on the group's stream
-    later_waits = [
-        w for j in range(n)
-        if nodes[j].kind is NodeKind.COLLECTIVE and not before[j] and j != c
-        and nodes[j].collective is not None and nodes[j].collective.group == group
-        for w in graph.waits_of(j)
-    ]
-    blocked = _reach(later_waits, succ_ptr, succ_idx, n)
-    free_us = sum(durations_us[i] for i in independent if not blocked[i])
+    blocked = set(independent.blocked)
+    free_us = sum(durations_us[i] for i in independent.nodes if i not in blocked)
     if free_us < coll_us:
-        example = next((i for i in independent if blocked[i]), None)
-        eg = f" (e.g. {nodes[example].name!r})" if example is not None else ""
+        eg = f" (e.g. {nodes[independent.blocked[0]].name!r})" if independent.blocked else ""
         reasons.append(Reason(
             code="dependency",
             text=f"{_us(indep_us)} of compute is independent of it, but only {_us(free_us)} of "
@@ -141,8 +213,8 @@ def explain_exposed(
     if barrier is not None:
         reasons.append(Reason(code="barrier", text=barrier))
         return reasons
-    if memory_budget_bytes is not None:
-        mem = _memory(graph, order, pos, c, timing, sim, memory_budget_bytes)
+    if ends is not None:
+        mem = _memory(graph, order, pos, c, timing, sim, ends, memory_budget_bytes)
         if mem is not None:
             reasons.append(Reason(code="memory_budget", text=mem))
             return reasons
@@ -159,7 +231,7 @@ def explain_exposed(
     return reasons
 
 
-def _barrier(graph: Graph, order: Sequence[int], pos: list[int], c: int,
+def _barrier(graph: Graph, order: Sequence[int], pos: Sequence[int], c: int,
              waits: Sequence[int]) -> str | None:
     """A side-effecting node that pins the issue of ``c`` or its wait, described."""
     nodes = graph.nodes
@@ -196,8 +268,9 @@ def _peak_between(curve: Sequence[tuple[float, int]], t0: float, t1: float) -> i
     return peak
 
 
-def _memory(graph: Graph, order: Sequence[int], pos: list[int], c: int,
-            timing: CollectiveTiming, sim: SimResult, budget_bytes: int) -> str | None:
+def _memory(graph: Graph, order: Sequence[int], pos: Sequence[int], c: int,
+            timing: CollectiveTiming, sim: SimResult, ends: dict[int, float],
+            budget_bytes: int) -> str | None:
     """Whether widening the window of ``c`` would push live memory over the budget.
 
     Two ways to widen it: issue ``c`` as soon as its inputs are ready (its output is live
@@ -205,7 +278,6 @@ def _memory(graph: Graph, order: Sequence[int], pos: list[int], c: int,
     stays live until then).
     """
     nodes = graph.nodes
-    ends = {e.node: e.end_us for e in sim.events if e.lane == COMPUTE_LANE}
     preds = list(graph.preds(c))
     ready_us = _clock_after(order, max(pos[j] for j in preds), ends) if preds else 0.0
     if ready_us < timing.issue_us:

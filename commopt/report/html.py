@@ -88,15 +88,14 @@ def _schedule_data(s: ScheduleReport, index: dict[str, int],
     mem: list[float | int] = []
     for p in s.memory_curve:
         mem.extend((round(p.time_us, 3), p.live_bytes))
-    # collective node, its wait node (-1: none), issue, start, end, wait time (-1: none); the
-    # wait is the first that blocked (an exposed span) when one did, else the first wait
-    exposed_at = {e.node: e.start_us for e in s.events if e.exposed}
+    # collective node, its wait node (-1: none), issue, start, end, wait time (-1: none)
+    blocking = tables.blocking_waits(s)
     links: list[float | int] = []
     for c in s.collectives:
         wait, wait_us = c.wait, c.wait_start_us
-        hit = next((w for w in c.waits if w in exposed_at), None)
+        hit = blocking.get(c.node)
         if hit is not None:
-            wait, wait_us = hit, exposed_at[hit]
+            wait, wait_us = hit.node, hit.start_us
         links.extend((index[c.node], index[wait] if wait in index else -1, _r(c.issue_us),
                       _r(c.start_us), _r(c.end_us), _r(wait_us) if wait_us is not None else -1))
     return {

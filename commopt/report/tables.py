@@ -9,7 +9,13 @@ from dataclasses import dataclass
 
 from commopt.ir.graph import ProcessGroup
 from commopt.report import fmt
-from commopt.schemas.report import CollectiveReport, GroupInfo, OverlapReport, ScheduleReport
+from commopt.schemas.report import (
+    CollectiveReport,
+    GroupInfo,
+    OverlapReport,
+    ReportEvent,
+    ScheduleReport,
+)
 
 
 def group_title(group: GroupInfo | ProcessGroup, *, ambiguous: bool = False) -> str:
@@ -205,6 +211,19 @@ def advice_lines(report: OverlapReport) -> list[str]:
         return ["nothing to hide: no communication is exposed"]
     return [f"nothing the simulator can point to: makespan is {_ratio(s):.3f}x its lower bound"
             + ("" if is_single(report) else ", and this is already the reordered schedule")]
+
+
+def blocking_waits(s: ScheduleReport) -> dict[str, ReportEvent]:
+    """Per collective of ``s`` that blocked the compute stream, the exposed span of its first
+    wait (in the schedule's order) that did: the wait a timeline links it to (else its first
+    wait)."""
+    exposed = {e.node: e for e in s.events if e.exposed}
+    out: dict[str, ReportEvent] = {}
+    for c in s.collectives:
+        hit = next((exposed[w] for w in c.waits if w in exposed), None)
+        if hit is not None:
+            out[c.node] = hit
+    return out
 
 
 def top_exposed(report: OverlapReport) -> list[CollectiveReport]:

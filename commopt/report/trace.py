@@ -118,71 +118,35 @@ def _node_args(node: NodeInfo, coll: CollectiveReport | None) -> dict[str, Any]:
     return args
 
 
-def _node_texts(s: ScheduleReport, info: dict[str, NodeInfo], coll: dict[str, CollectiveReport],
-                shared: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
-    """Per node on the schedule's timeline, the text of its slice up to ``"ts":`` and from
-    ``"args":`` up to the step. A node that is not a collective has the same text in every
-    schedule: ``shared`` keeps it for the next one."""
-    texts: dict[str, tuple[str, str]] = {}
-    for e in s.events:
-        name = e.node
-        if name in texts:
-            continue
-        c = coll.get(name)
-        text = shared.get(name) if c is None else None
-        if text is None:
-            node = info[name]
-            text = (f'{{"name":{_str(name)},"cat":{_str(node.kind)},"ph":"X","ts":',
-                    ',"args":' + _encode_event(_node_args(node, c))[:-1] + ',"step":')
-            if c is None:
-                shared[name] = text
-        texts[name] = text
-    return texts
+def _node_text(node: NodeInfo, coll: CollectiveReport | None,
+               args_of: dict[tuple, str]) -> tuple[str, str]:
+    """The text of a node's slice up to ``"ts":`` and from ``"args":`` up to the step.
+    ``args_of`` keeps the args text of nodes that are not collectives by what it holds: many
+    nodes share op, bytes, group and type."""
+    key = (node.op, node.bytes, node.group, node.collective_type)
+    args = args_of.get(key) if coll is None else None
+    if args is None:
+        args = ',"args":' + _encode_event(_node_args(node, coll))[:-1] + ',"step":'
+        if coll is None:
+            args_of[key] = args
+    return f'{{"name":{_str(node.name)},"cat":{_str(node.kind)},"ph":"X","ts":', args
 
 
 def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
                      info: dict[str, NodeInfo], flow_base: int,
                      shared: dict[str, tuple[str, str]]) -> list[str]:
-    """One schedule's events as trace lines (compact JSON objects), in file order
-    (``shared``: see :func:`_node_texts`)."""
+    """One schedule's events as trace lines (compact JSON objects), in file order.
+    ``shared``: the text of each node that is not a collective (:func:`_node_text`), the same
+    in every schedule."""
     meta, tids = _metadata(report, s, pid)
     flow_of = {c.node: flow_base + k for k, c in enumerate(s.collectives)}
-    exposed_at = {e.node for e in s.events if e.exposed}
-    # a flow ends at the collective's first exposed wait, else at its first wait (a marker)
-    wait_flow: dict[str, int] = {}
-    for c in s.collectives:
-        hit = next((w for w in c.waits if w in exposed_at), None)
-        if hit is not None:
-            wait_flow[hit] = flow_of[c.node]
-    coll = {c.node: c for c in s.collectives}
-    texts = _node_texts(s, info, coll, shared)
+    # a flow ends at the collective's blocking wait, else at its first wait (a marker)
+    wait_flow = {e.node: flow_of[c] for c, e in tables.blocking_waits(s).items()}
     ending = {node: f',"bind_id":{f},"flow_in":true,"flow_out":true}}' for node, f in flow_of.items()}
     ending.update((node, f',"bind_id":{f},"flow_in":true}}') for node, f in wait_flow.items())
-    where = {lane_row: f',"pid":{pid},"tid":{tid}' for lane_row, tid in tids.items()}
     compute_tid = tids.get(("compute", 0), 1)
     compute = _Track()
-    slices: list[tuple[int, int, bool, str]] = []  # (tid, ts ns, dur != 0, line): file order
-    for e in s.events:
-        start = round(e.start_us * 1000.0)  # _ns, inline: this loop runs once per span
-        end = round(e.end_us * 1000.0)
-        if end < start:
-            end = start
-        lane_row = (e.lane, e.row)
-        if e.exposed:
-            args = _node_args(info[e.node], coll.get(e.node))
-            args["step"] = e.step
-            args["exposed_us"] = _us(end - start)
-            text = (f'{{"name":{_str(e.node)},"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":{_num(start)},'
-                    f'"dur":{_num(end - start)}{where[lane_row]},"args":{_encode_event(args)}')
-        else:
-            head, body = texts[e.node]
-            text = f'{head}{_num(start)},"dur":{_num(end - start)}{where[lane_row]}{body}{e.step}}}'
-        text += ending.get(e.node, "}")
-        tid = tids[lane_row]
-        if tid == compute_tid:
-            compute.starts.append(start)
-            compute.ends.append(end)
-        slices.append((tid, start, end != start, text))
+    slices = _spans(s, pid, tids, info, shared, ending, compute_tid, compute)
     compute.sort()
     slices += _markers(s, pid, compute_tid, compute, flow_of, wait_flow)
     # zero-length markers first among slices starting at the same time, so a viewer that
@@ -194,6 +158,54 @@ def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
         out.append(f'{{"name":"{MEMORY_COUNTER}","ph":"C","ts":{_num(_ns(p.time_us))},"pid":{pid},'
                    f'"tid":0,"args":{{"bytes":{p.live_bytes}}}}}')
     return out
+
+
+def _spans(s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
+           info: dict[str, NodeInfo], shared: dict[str, tuple[str, str]], ending: dict[str, str],
+           compute_tid: int, compute: _Track) -> list[tuple[int, int, bool, str]]:
+    """The schedule's timeline spans as sortable lines (thread id, start ns, whether it has
+    a duration, line), in event order; the compute thread's spans also go to ``compute``.
+    ``ending``: the end of a line that carries a flow."""
+    coll = {c.node: c for c in s.collectives}
+    args_of: dict[tuple, str] = {}
+    where = {lane_row: (tid, f',"pid":{pid},"tid":{tid}') for lane_row, tid in tids.items()}
+    out: list[tuple[int, int, bool, str]] = []
+    for e in s.events:
+        name = e.node
+        start = round(e.start_us * 1000.0)  # _ns, inline: this loop runs once per span
+        end = round(e.end_us * 1000.0)
+        if end < start:
+            end = start
+        c = coll.get(name)
+        text = shared.get(name) if c is None else None
+        if text is None:
+            text = _node_text(info[name], c, args_of)
+            if c is None:
+                shared[name] = text
+        tid, at = where[(e.lane, e.row)]
+        if e.exposed:  # the compute stream blocked in a wait
+            line = (f'{{"name":{_str(name)},"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":{_num(start)},'
+                    f'"dur":{_num(end - start)}{at}'
+                    + _exposed_args(info[name], c, text[1], e.step, end - start))
+        else:
+            line = f'{text[0]}{_num(start)},"dur":{_num(end - start)}{at}{text[1]}{e.step}}}'
+        if tid == compute_tid:
+            compute.starts.append(start)
+            compute.ends.append(end)
+        out.append((tid, start, end != start, line + ending.get(name, "}")))
+    return out
+
+
+def _exposed_args(node: NodeInfo, coll: CollectiveReport | None, node_args: str, step: int,
+                  dur: int) -> str:
+    """The args of an exposed wait's slice, from ``"args":``: its node's (``node_args``, the
+    text :func:`_node_text` gives), its step and the ``dur`` nanoseconds it blocked."""
+    if coll is None:
+        return f'{node_args}{step},"exposed_us":{_num(dur)}}}'
+    args = _node_args(node, coll)  # a collective's args already hold an exposed_us to replace
+    args["step"] = step
+    args["exposed_us"] = _us(dur)
+    return ',"args":' + _encode_event(args)
 
 
 def _markers(s: ScheduleReport, pid: int, tid: int, compute: _Track, flow_of: dict[str, int],

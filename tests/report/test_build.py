@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from commopt.errors import GraphError
@@ -196,3 +198,13 @@ def test_memory_budget_reason_when_a_later_wait_would_hold_the_input():
     roomy = build_report(g, g.original_order, None, d, estimator_name="t",
                          memory_budget_bytes=peak + 2 * held)
     assert [x.code for x in roomy.before.collectives[0].reasons] == ["schedule"]
+
+
+def test_the_collector_runs_again_after_a_report_is_built_or_fails():
+    g = two_groups()
+    assert gc.isenabled()
+    build_report(g, g.original_order, None, durations(g), estimator_name="t")
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        build_report(g, g.original_order, None, durations(g)[:-1], estimator_name="t")
+    assert gc.isenabled()

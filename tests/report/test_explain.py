@@ -1,12 +1,22 @@
-"""advise: each piece of advice appears when the simulation supports it, and only then."""
+"""advise: each piece of advice appears when the simulation supports it, and only then;
+the reachability the reasons rest on, computed for many collectives at once."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from commopt.estimators import resolve
+from commopt.io import load_graph
 from commopt.ir.builder import GraphBuilder
+from commopt.ir.graph import NodeKind
 from commopt.report.build import build_report
-from commopt.report.explain import BUCKET_MIN_COLLECTIVES, advise
+from commopt.report.explain import _SWEEP_WIDTH, BUCKET_MIN_COLLECTIVES, _independence, advise
 from commopt.sim import simulate
 from tests.report.samples import durations, hand_sim, naive_order, naive_sim, two_groups
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _codes(advice) -> list[str]:
@@ -98,3 +108,47 @@ def test_schedule_reason_does_not_prescribe():
                      before_sim=naive_sim(g))
     texts = [x.text for c in r.before.collectives for x in c.reasons]
     assert texts and not any("better order" in t or "could hide" in t for t in texts)
+
+
+def _reached(graph, starts, step) -> set[int]:
+    """Every node reached from ``starts`` (not themselves) through ``step`` (preds or succs)."""
+    seen: set[int] = set()
+    stack = list(starts)
+    while stack:
+        for j in step(stack.pop()):
+            if j not in seen:
+                seen.add(j)
+                stack.append(j)
+    return seen
+
+
+def _independent_one_by_one(graph, timing) -> tuple[list[int], list[int], bool]:
+    """The independent compute of one collective, blocked part and whether it has compute
+    ancestors, from one traversal per question (the definitions, spelled out)."""
+    c = timing.node
+    before = _reached(graph, [c], graph.preds)
+    after = _reached(graph, graph.waits_of(c), graph.succs)
+    later = [w for j in graph.collectives() if j != c and j not in before
+             and graph.nodes[j].collective.group == timing.group for w in graph.waits_of(j)]
+    blocked = _reached(graph, later, graph.succs)
+    compute = [nd.index for nd in graph.nodes if nd.kind is NodeKind.COMPUTE]
+    independent = [i for i in compute if i not in before and i not in after]
+    return (independent, [i for i in independent if i in blocked],
+            any(i in before for i in compute))
+
+
+@pytest.mark.parametrize("name", ["realistic/llama3_8b_L2.json", "ws2/mesh2d.json", "ws2/ddp.json"])
+def test_independence_of_all_collectives_at_once_matches_one_by_one(name):
+    g = load_graph(REPO / "sample_graphs" / name)
+    timings = simulate(g, g.original_order, resolve(None).durations(g)).collectives
+    got = _independence(g, timings)
+    assert len(got) == len(timings)
+    for t, ind in zip(timings, got, strict=True):
+        assert (ind.nodes, ind.blocked, ind.pred_compute) == _independent_one_by_one(g, t)
+
+
+def test_the_realistic_sample_spans_several_sweeps_and_blocked_compute():
+    g = load_graph(REPO / "sample_graphs" / "realistic" / "llama3_8b_L2.json")
+    timings = simulate(g, g.original_order, resolve(None).durations(g)).collectives
+    assert len(timings) > 2 * _SWEEP_WIDTH
+    assert any(ind.blocked for ind in _independence(g, timings))

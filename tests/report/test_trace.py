@@ -23,6 +23,8 @@ from commopt.report.build import build_report
 from commopt.report.trace import (
     HIDDEN_WAIT_CAT,
     ISSUE_CAT,
+    _exposed_args,
+    _node_text,
     dumps_trace,
     render_trace,
     write_trace,
@@ -209,6 +211,46 @@ def test_complete_events_carry_op_bytes_and_group():
     wait = next(ev for ev in doc["traceEvents"]
                 if ev["ph"] == "X" and ev["pid"] == 2 and ev["name"] == "ag_b_wait")
     assert wait["cat"] == "exposed wait" and wait["args"]["exposed_us"] == 10
+
+
+def _args(body: str, step: int) -> dict:
+    """The args a slice's text from ``"args":`` up to the step holds, read back."""
+    return json.loads("{" + body[1:] + f"{step}}}}}")["args"]
+
+
+def test_nodes_share_args_text_but_not_names_or_collective_times():
+    r = _report()
+    info = {n.name: n for n in r.nodes}
+    ag_a = next(c for c in r.after.collectives if c.node == "ag_a")
+    args_of: dict = {}
+    twin = info["ag_a"].model_copy(update={"name": "twin", "kind": "compute"})
+    head_a, body_a = _node_text(twin, None, args_of)
+    head_b, body_b = _node_text(info["ag_a"], None, args_of)
+    assert body_a is body_b and head_a != head_b  # the same op, bytes, group and type
+    assert json.loads(head_a + "0}") == {"name": "twin", "cat": "compute", "ph": "X", "ts": 0}
+    assert _args(body_b, 3) == {"op": "_c10d_functional.all_gather_into_tensor.default",
+                                "bytes": info["ag_a"].bytes, "group": "dp", "type": "all_gather",
+                                "step": 3}
+    # a collective's args hold its times in this schedule, whatever another node cached
+    assert _args(_node_text(info["ag_a"], ag_a, args_of)[1], 3) == {
+        **_args(body_b, 3), "issue_us": ag_a.issue_us, "exposed_us": ag_a.exposed_us, "step": 3}
+
+
+def test_exposed_wait_args_are_the_json_of_its_node_args_step_and_blocked_time():
+    r = _report()
+    info = {n.name: n for n in r.nodes}
+    wait = info["ag_b_wait"]
+    body = _node_text(wait, None, {})[1]
+    assert _exposed_args(wait, None, body, 7, 1500) == ',"args":' + json.dumps(
+        {"op": wait.op, "bytes": wait.bytes, "group": "dp", "type": "all_gather", "step": 7,
+         "exposed_us": 1.5}, separators=(",", ":"))
+    # a collective's own exposed_us is replaced where it stands, not repeated
+    ag_b = next(c for c in r.after.collectives if c.node == "ag_b")
+    node = info["ag_b"]
+    body = _node_text(node, ag_b, {})[1]
+    assert _exposed_args(node, ag_b, body, 7, 2000) == ',"args":' + json.dumps(
+        {"op": node.op, "bytes": node.bytes, "group": "dp", "type": "all_gather",
+         "issue_us": ag_b.issue_us, "exposed_us": 2, "step": 7}, separators=(",", ":"))
 
 
 def test_every_collective_flows_from_issue_to_wait():
