@@ -308,6 +308,7 @@ GRAPH_FIELDS_NOT_COMPARED: dict[str, str] = {
     "meta": "the loader's notes (warnings, unproven group sizes)",
     "payload": "the file's own object (ExportedProgram or JSON document), compared through the nodes",
     "group_order": "how the original is checked (--reorder-within-groups), not part of the program",
+    "index_of": "each node's position by name, which a reorder changes (nodes are matched by name)",
 }
 
 #: Node fields holding node indices: compared as the names of those nodes (an unordered set
