@@ -105,6 +105,22 @@ def within_groups(graph: Graph, cross: CrossGroupRule, requested: bool | None = 
         rule, reason=rule.reason + "; collectives of one group may change their order too")
 
 
+def keeps_group_order(graph: Graph, order) -> bool:
+    """Whether ``order`` issues each group's collectives in the order the graph lists them
+    (what the graph's group-order edges require; an order ``commopt optimize`` wrote with
+    reordering within groups may not)."""
+    from commopt.ir.schedule import Schedule
+
+    pos = Schedule.of(graph, order).positions
+    last: dict[str, int] = {}
+    for c in graph.collectives():
+        group = graph.nodes[c].collective.group
+        if pos[c] < last.get(group, -1):
+            return False
+        last[group] = pos[c]
+    return True
+
+
 def _has_group_order(graph: Graph) -> bool:
     """Whether some group issues two or more collectives (so they have an order to keep)."""
     seen: set[str] = set()

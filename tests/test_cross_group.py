@@ -256,3 +256,28 @@ def test_a_kept_group_order_is_certified_against_every_order_the_rule_allows():
     kept = commopt.optimize(path, timings=False, reorder_within_groups=False)
     assert kept.summary.certificate.lower_bound_us == pytest.approx(strict_lb)
 
+
+
+def test_keeps_group_order_tells_a_swap_within_a_group_from_one_across_groups():
+    from commopt.cross_group import keeps_group_order
+
+    b = GraphBuilder(world_size=2)
+    b.group("a", size=2)
+    b.group("b", size=2)
+    x = b.input("x", (4,))
+    colls = {name: b.collective(name, "all_reduce", group, x)
+             for name, group in (("c1", "a"), ("c2", "b"), ("c3", "a"))}
+    waits = [b.wait(f"w_{name}", c) for name, c in colls.items()]
+    b.output(waits)
+    g = b.build()
+    base = list(g.original_order)
+
+    def swapped(u: str, v: str) -> list[int]:
+        order = list(base)
+        pu, pv = order.index(colls[u]), order.index(colls[v])
+        order[pu], order[pv] = order[pv], order[pu]
+        return order
+
+    assert keeps_group_order(g, base)
+    assert keeps_group_order(g, swapped("c1", "c2"))  # across groups only
+    assert not keeps_group_order(g, swapped("c1", "c3"))  # group a's two

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from commopt.assumed_sizes import data_dependent_entry, range_line, sim_numbers
+from commopt.cross_group import keeps_group_order
 from commopt.ir.graph import Graph
 from commopt.ir.sizes import data_dependent_sizes
 from commopt.report.build import TOP_EXPOSED, build_report, match_order
@@ -43,11 +44,17 @@ def compare_graphs(
     if reordered is not None and reordered.meta.get("buckets"):
         return _bucketed(graph, reordered, chain, durations, max_memory_increase, top)
     after = None
+    notes = [*graph.meta.get("load_warnings", ()), *chain.notes]
     if reordered is not None:
         after = match_order(graph, reordered, file=reordered.source_path)
+        if not keeps_group_order(graph, after):
+            # its lower bounds, and so its certificate, are over the orders that may do so
+            graph = graph.without_group_order()
+            notes.append(f"{_name(reordered)} changes the order of collectives within a process "
+                         "group (commopt optimize does where every rank provably runs the "
+                         "program in one order): bounds are over every order that may do so")
     increase = DEFAULT_MAX_MEMORY_INCREASE if max_memory_increase is None else max_memory_increase
     budget = memory_budget(graph, increase)
-    notes = [*graph.meta.get("load_warnings", ()), *chain.notes]
     if after is not None:
         notes.append(f"'after' is the order of {_name(reordered)}, matched to "
                      f"{_name(graph)} by node name")
