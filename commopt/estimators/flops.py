@@ -7,7 +7,7 @@ nearly all of a transformer's FLOPs (matmuls and the dense scaled-dot-product at
 kernels) have short formulas, written here as torch writes them: same counts, and the same
 argument checks (a formula that cannot read the arguments raises, and the estimator treats
 the node as memory-bound). ``tests/estimators/test_flops.py`` compares every formula with
-torch's on the corpus graphs' shapes and on random ones. The other ops of
+torch's on the sample and corpus graphs' shapes and on random ones. The other ops of
 :data:`~commopt.estimators.analytical.HEAVY_OPS` (convolutions, nested-tensor and flex
 attention) still use torch's registry.
 

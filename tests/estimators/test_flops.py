@@ -80,7 +80,8 @@ def test_a_malformed_shape_raises_in_both():
 
 
 @pytest.mark.parametrize("name", ["ws8/llama_tp.json", "realistic/llama3_8b_L2.json", "ws8/moe.json",
-                                  "ws8/mesh2d.json"])
+                                  "ws8/mesh2d.json", "corpus/ws8/mixtral_ep.pt2",
+                                  "corpus/ws8/llama_fsdp_bf16.pt2"])
 def test_sample_graph_nodes_count_as_torch_counts(name):
     """Every matmul of real-model sample graphs, through the estimator (which passes the
     recorded shapes and constant arguments) and through torch's formula directly."""
