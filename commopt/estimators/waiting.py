@@ -10,7 +10,7 @@ on every rank (same process group, same profiler step, same position among that 
 collectives in the step, same type, same message size except for all_to_all, whose splits
 may differ per rank). Each rank's clock is aligned on the collectives' ends
 (every rank of a collective finishes with the last transfer step, so the ends agree up to
-the clocks' offset); a group's step whose aligned kernels do not all overlap (a rank ended
+the clocks' offset), kept within what the kernels allow (:func:`_clock_offsets`); a group's step whose aligned kernels do not all overlap (a rank ended
 before another started: not the same collective) is not matched. A collective's
 **transfer** is its end (the last rank's aligned end) minus the latest rank's aligned start;
 a rank's **waiting** is the rest of its kernel's time. Where a group's ranks are not all
@@ -23,6 +23,7 @@ events do) stay unmatched; the profile estimator fits those on a lower envelope 
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -157,12 +158,42 @@ def _sequences(trace: KinetoTrace) -> dict[tuple[str, int | None], list[Collecti
 
 
 def _clock_offsets(columns: Iterable[_Column]) -> dict[int, float]:
-    """Per rank: how far its clock runs ahead, the median over matched collectives of its
-    end minus the collective's median end (every rank finishes a collective together)."""
+    """Per rank: how far its clock runs ahead.
+
+    First the median over matched collectives of the rank's end minus the collective's
+    median end (NCCL's ranks finish a collective together, up to microseconds). Then each
+    rank's estimate is moved, as little as possible, into the range its kernels allow: the
+    same collective overlaps on every rank, so a rank's aligned end is at or after every
+    other rank's aligned start, and its aligned start at or before their ends. The ends
+    alone can mislead by milliseconds where ranks do not finish together (gloo's worker
+    threads on a loaded CPU: one rank ended a collective 4 ms after the other, and the
+    median placed a rank's whole 255 us kernel before the other's start). Rounds of
+    Gauss-Seidel clamping, each rank against the others' current estimates, until none
+    moves (two ranks: exact in one round); a rank whose range is empty keeps its estimate,
+    and :func:`_overlaps` then finds the collectives that do not fit.
+    """
+    columns = list(columns)
     residuals: dict[int, list[float]] = {}
+    by_rank: dict[int, list[_Column]] = {}
     for have, column in columns:
         ends = [s.end_us for s in column]
         mid = statistics.median(ends)
         for r, e in zip(have, ends, strict=True):
             residuals.setdefault(r, []).append(e - mid)
-    return {r: statistics.median(v) for r, v in residuals.items()}
+            by_rank.setdefault(r, []).append((have, column))
+    offsets = {r: statistics.median(v) for r, v in residuals.items()}
+    for _ in range(max(1, len(offsets))):
+        moved = False
+        for r, cols in by_rank.items():
+            lo, hi = -math.inf, math.inf
+            for have, column in cols:
+                others = [(a, s) for a, s in zip(have, column, strict=True) if a != r]
+                mine = column[have.index(r)]
+                lo = max(lo, mine.start_us - min(s.end_us - offsets[a] for a, s in others))
+                hi = min(hi, mine.end_us - max(s.start_us - offsets[a] for a, s in others))
+            if lo <= hi and not lo <= offsets[r] <= hi:
+                offsets[r] = min(max(offsets[r], lo), hi)
+                moved = True
+        if not moved:
+            break
+    return offsets
