@@ -8,7 +8,7 @@ stream per process group) and at every step picks the next node:
 3. the next collective of the global order, issued as soon as it is ready unless its
    group's stream stays busy past the next compute step anyway (issuing later starts it at
    the same time and holds its output for less long) or its output does not fit the memory
-   budget;
+   budget (some policies issue just in time, or the collective needed first: :class:`_Policy`);
 4. compute, preferring nodes the next unissued collectives depend on (so the next
    collective can start while the current one runs), then the input order;
 5. only when nothing else is ready, the wait whose collective finishes first.
@@ -215,7 +215,13 @@ class ComputeOverlap(Pass):
                  _Policy("need", self.lookahead),
                  _Policy("need", self.lookahead, memory="frees", reserve=True),
                  _Policy("bottom-level", 0, stall=True, memory="frees"),
-                 _Policy("bottom-level", 0, stall=True, memory="frees", reserve=True)]
+                 _Policy("bottom-level", 0, stall=True, memory="frees", reserve=True),
+                 _Policy("need", self.lookahead, memory="frees", reserve=True, just_in_time=True),
+                 _Policy("bottom-level", 0, stall=True, memory="frees", reserve=True, just_in_time=True),
+                 _Policy("need", self.lookahead, memory="frees", reserve=True, just_in_time=True,
+                         by_deadline=True),
+                 _Policy("bottom-level", 0, stall=True, memory="frees", reserve=True, just_in_time=True,
+                         by_deadline=True)]
         return list(dict.fromkeys(found))
 
     def _fitting(self, graph: Graph, order: Sequence[int], ctx: PassContext, policy: _Policy,
@@ -348,6 +354,19 @@ class _Policy:
     #: input order's live bytes, plus what nodes run ahead hold over the input positions
     #: before their own, fit the budget from the frontier up to the node (:class:`_MaxProfile`).
     reserve: bool = False
+    #: while no compute is ready, issue a collective only if its group's stream would idle
+    #: before the first wait ends (the next decision); without it, every collective that
+    #: fits is issued, which front-loads prefetches and holds their outputs for nothing
+    #: where communication is the bottleneck.
+    just_in_time: bool = False
+    #: the ready collective whose result the input order uses first is issued first (its
+    #: own position where nothing but the output uses it, as a gradient's reduce_scatter):
+    #: a backward pass re-gathers its layers' parameters in an order its first uses reverse
+    #: pairwise (mesh2d_dp4tp2_L32: the second all_gather of a layer is needed first), and
+    #: by input position the collective needed first queues behind the other. Without it,
+    #: ready collectives go by input position. Only where the collective chain lets a
+    #: group's collectives change their order does it change anything.
+    by_deadline: bool = False
 
 
 #: Policies tried, from the input order, only when the first search ends above the lower
@@ -546,6 +565,24 @@ class _Prepared:
         self._domination: list[float] | None = None
         self._users: dict[int, list[int]] | None = None
         self._curve = None
+        self._deadline: list[int] | None = None
+
+    def deadline(self) -> list[int]:
+        """Per collective: the first input position that uses its result through its waits
+        (the graph's output excluded), else its own position; computed on first use."""
+        if self._deadline is None:
+            pos, kind, sptr, sidx = self.pos, self.kind, self.sptr, self.sidx
+            first = list(pos)
+            for w, node in enumerate(self.graph.nodes):
+                c = node.wait_of
+                if c is None or kind[w] is not _K_WAIT:
+                    continue
+                users = [pos[sidx[k]] for k in range(sptr[w], sptr[w + 1]) if kind[sidx[k]] is not _K_OUT]
+                if users:
+                    use = min(users)
+                    first[c] = use if first[c] == pos[c] else min(first[c], use)
+            self._deadline = first
+        return self._deadline
 
     def level(self) -> list[float]:
         """Bottom levels (:func:`bottom_levels_us`), computed on first use."""
@@ -626,6 +663,8 @@ class _ListScheduler:
         levels = {"bottom-level": p.level, "domination": p.domination}.get(policy.priority)
         self.by_level = levels is not None
         self.stall = policy.priority == "bottom-level" and policy.stall
+        self.just_in_time = policy.just_in_time
+        self.coll_key = p.deadline() if policy.by_deadline else p.pos
         self.level = levels() if levels is not None else None
         self.seq, self.colls, self.need = p.seq, p.colls, p.need
         self.indeg = list(p.indeg)
@@ -642,7 +681,7 @@ class _ListScheduler:
         self.front, self.exposed, self.t = 0, 0.0, 0.0
         self.out: list[int] = []
         self.views: list[tuple[int, int]] = []
-        self.colls_q: list[tuple[int, int]] = []
+        self.colls_q: list[tuple[int, int, int]] = []  # (key, input position, node)
         self.waits_q: list[tuple[float, int, int]] = []
         self.comp_need: list[tuple[float, int, int]] = []
         self.comp_pos: list[tuple[int, int]] = []
@@ -679,7 +718,7 @@ class _ListScheduler:
                                                    or self.reserved(nc)):
                 self.under_memory_pressure(nc)
             elif self.colls_q and self.issue_now(nc):
-                self.issue(self.colls_q[0][1])
+                self.issue(self.colls_q[0][2])
             elif self.stall and nc >= 0 and self.waits_q and self.wait_path_is_longer(nc):
                 self.stall_on_wait()  # the wait's path is longer: idle rather than delay it
             elif nc >= 0:
@@ -696,12 +735,16 @@ class _ListScheduler:
         compute step anyway (issuing later starts it at the same time and holds its output
         for less long) or it does not fit the memory budget; always when nothing else can
         run."""
-        c = self.colls_q[0][1]
+        c = self.colls_q[0][2]
+        if nc < 0 and not self.waits_q:
+            return True
         free_at = self.stream_free.get(self.nodes[c].collective.group, 0.0)
-        horizon = self.t + (self.dur[nc] if nc >= 0 else 0.0)
         budget = self.budget
         fits = budget is None or (self.live + self.alloc[c] <= budget and not self.reserved(c))
-        return (nc < 0 and not self.waits_q) or (fits and (free_at <= horizon or nc < 0))
+        if nc < 0 and not self.just_in_time:
+            return fits
+        horizon = self.t + self.dur[nc] if nc >= 0 else self.waits_q[0][0]
+        return fits and free_at <= horizon
 
     def wait_path_is_longer(self, nc: int) -> bool:
         """With ``stall``: the first wait ends before compute ``nc`` would, and the longest
@@ -728,8 +771,8 @@ class _ListScheduler:
             m, net = self.most_freeing()
             if m >= 0 and net <= 0:
                 colls_q = self.colls_q
-                if colls_q and colls_q[0][0] < self.pos[m] and self.live + self.alloc[colls_q[0][1]] <= budget:
-                    self.issue(colls_q[0][1])
+                if colls_q and colls_q[0][1] < self.pos[m] and self.live + self.alloc[colls_q[0][2]] <= budget:
+                    self.issue(colls_q[0][2])
                 else:
                     self.run_compute(m)
                 return
@@ -740,8 +783,8 @@ class _ListScheduler:
 
     def run_in_input_order(self, nc: int) -> None:
         """Compute ``nc``, unless a collective comes before it in the input order."""
-        if self.colls_q and self.colls_q[0][0] < self.pos[nc]:
-            self.issue(self.colls_q[0][1])
+        if self.colls_q and self.colls_q[0][1] < self.pos[nc]:
+            self.issue(self.colls_q[0][2])
         else:
             self.run_compute(nc)
 
@@ -758,7 +801,7 @@ class _ListScheduler:
         if k is _K_OUT:
             self.output_node = i
         elif k is _K_COLL:
-            heapq.heappush(self.colls_q, (p, i))
+            heapq.heappush(self.colls_q, (self.coll_key[i], p, i))
         elif k is _K_WAIT:
             c = self.nodes[i].wait_of
             heapq.heappush(self.waits_q, (self.coll_end[c] if c is not None else 0.0, p, i))

@@ -359,3 +359,57 @@ def test_a_footprint_overshoot_far_over_the_budget_is_not_retried():
 
     final = api.optimize(graph_with_nodes(1000)).pipeline.final
     assert final.makespan_us <= final.lower_bound_us * 1.01
+
+
+def _prefetch_graph(first_used_last: bool):
+    """Three parameters all-gathered in one group (30 us each) and a chain of 10 us compute
+    consuming them: communication is the bottleneck. ``first_used_last``: the chain uses
+    the second parameter first (as a backward pass uses a layer's two all_gathers)."""
+    b = GraphBuilder(world_size=2)
+    b.group("dp", ranks=[0, 1])
+    params = [b.input(f"p{k}", (256, 256)) for k in range(3)]
+    waits = [b.wait(f"ag{k}_wait", b.collective(f"ag{k}", "all_gather", "dp", p))
+             for k, p in enumerate(params)]
+    use = [waits[1], waits[0], waits[2]] if first_used_last else waits
+    h = b.compute("c0", "aten.relu.default", [use[0]], (256, 256))
+    for k in (1, 2):
+        h = b.compute(f"c{k}", "aten.add.Tensor", [h, use[k]], (256, 256))
+    b.output([h])
+    return b.build()
+
+
+def _one_schedule(graph, compute_us: float = 10.0, **policy):
+    from commopt.passes.compute_overlap import _Policy, _schedule
+    from commopt.sim.model import memory_model
+
+    d = [compute_us if n.kind.label == "compute" else t for n, t in zip(graph.nodes, _durations(graph), strict=True)]
+    ctx = PassContext.for_graph(graph, d, max_memory_increase=10.0, allow_cross_group_reorder=True)
+    sched, makespan_us, _, peak = _schedule(graph, graph.original_order, ctx, None,
+                                            _Policy("need", 1, **policy), memory_model(graph, padded=True))
+    return [graph.nodes[i].name for i in sched], makespan_us, peak
+
+
+def test_just_in_time_issues_a_prefetch_when_its_stream_would_idle_not_before():
+    g = _prefetch_graph(first_used_last=False)
+    eager, eager_us, eager_peak = _one_schedule(g)
+    jit, jit_us, jit_peak = _one_schedule(g, just_in_time=True)
+    # with no compute ready every prefetch is issued at once; just in time, the third waits
+    # until c0 ran, and the stream is as busy as before
+    assert eager.index("ag2") < eager.index("c0")
+    assert jit.index("c0") < jit.index("ag2")
+    assert jit_us == eager_us == 100.0
+    assert jit_peak < eager_peak
+
+
+def test_by_deadline_issues_the_collective_needed_first():
+    g = _prefetch_graph(first_used_last=True).without_group_order()
+    by_pos, pos_us, _ = _one_schedule(g, 25.0, just_in_time=True)
+    by_use, use_us, _ = _one_schedule(g, 25.0, just_in_time=True, by_deadline=True)
+    assert by_pos.index("ag0") < by_pos.index("ag1")
+    assert by_use.index("ag1") < by_use.index("ag0")
+    # by position c0 starts after both all_gathers (60 + 3 x 25); by deadline after one, and
+    # c1 and c2 each wait 5 us for theirs (30 + 3 x 25 + 2 x 5)
+    assert (pos_us, use_us) == (135.0, 115.0)
+    # with the group's order kept (its ordering edges), the deadline changes nothing
+    kept = _prefetch_graph(first_used_last=True)
+    assert _one_schedule(kept, just_in_time=True, by_deadline=True)[0] == _one_schedule(kept, just_in_time=True)[0]
