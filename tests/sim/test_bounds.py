@@ -151,12 +151,12 @@ def test_the_fsdp_corpus_graph_is_proven_optimal_by_the_cheap_bounds(repo_root):
     """The heads-and-tails bound matches the heuristic's makespan on the 8-rank FSDP export
     with each group's order kept: no such order can do better (the old bound, the critical
     path, was 17% below). Free to reorder within the group (the default) the bound drops
-    below what the heuristic reaches, and the certificate says so."""
+    below what the heuristic reaches (582.9 us against 580.8), and the certificate says so."""
     import commopt
 
     path = repo_root / "sample_graphs" / "corpus" / "ws8" / "llama_fsdp.pt2"
     free = commopt.optimize(path, timings=False).summary.certificate
-    assert free.gap_to_optimal > 0.01 and not free.proven_optimal
+    assert free.gap_to_optimal > 0.001 and not free.proven_optimal
     r = commopt.optimize(path, timings=False, reorder_within_groups=False)
     cert = r.summary.certificate
     assert cert.proven_optimal and cert.bounds_us["compute_heads_tails"] == pytest.approx(cert.lower_bound_us)
