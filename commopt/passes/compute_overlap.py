@@ -35,6 +35,7 @@ from commopt.estimators.analytical import heavy_op
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.passes._common import (
+    NEAR_EQUAL,
     collective_chain,
     group_chain,
     memory_lean_order,
@@ -119,7 +120,7 @@ class ComputeOverlap(Pass):
 
                 def search(start: Sequence[int], tries: list[tuple[_Policy, PassContext]]) -> None:
                     nonlocal rank0
-                    found_all.extend(((m, e, rank0 + r), c) for (m, e, r), c in self._search(
+                    found_all.extend(((m, e, rank0 + r, jit), c) for (m, e, r, jit), c in self._search(
                         graph, start, ctx, model, before, before.makespan_us, tries))
                     rank0 += len(tries)
 
@@ -128,7 +129,7 @@ class ComputeOverlap(Pass):
                     search(start, [(p, ctx) for p in self._policies(len(graph))])
             if not found_all:
                 return list(order)
-            chosen = most_robust(graph, ctx, found_all)
+            chosen = most_robust(graph, ctx, _prefer_eager(found_all))
             after = ctx.simulate(graph, chosen)
             if (after.makespan_us, after.exposed_comm_us) < (before.makespan_us, before.exposed_comm_us):
                 return chosen
@@ -138,7 +139,7 @@ class ComputeOverlap(Pass):
         if not found_all:
             within = ctx.capped_at(graph, lean)
             found_all = self._search(graph, lean, within, model, before, _INF)
-        return most_robust(graph, ctx, found_all) if found_all else lean
+        return most_robust(graph, ctx, _prefer_eager(found_all)) if found_all else lean
 
     def _search(self, graph: Graph, order: Sequence[int], ctx: PassContext, model: MemoryModel,
                 before, ceiling_us: float, tries: list[tuple[_Policy, PassContext]] | None = None,
@@ -166,7 +167,7 @@ class ComputeOverlap(Pass):
                                   prepared[rule])
             if found is not None:
                 cand, makespan_us, exposed_us = found
-                found_all.append(((makespan_us, exposed_us, rank), cand))
+                found_all.append(((makespan_us, exposed_us, rank, policy.just_in_time), cand))
                 if makespan_us <= floor_us:
                     break  # at the lower bound: no other policy can do better
         return found_all
@@ -284,6 +285,21 @@ class ComputeOverlap(Pass):
         if best is None or not ctx.fits(graph, best[1]):
             return None
         return best[1], best[0][0], best[0][1]
+
+
+def _prefer_eager(found: list[tuple[tuple, list[int]]]) -> list[tuple[tuple, list[int]]]:
+    """``found`` without the just-in-time schedules that do not beat the best eager one by
+    more than :data:`~commopt.passes._common.NEAR_EQUAL`. The passes after this one raise
+    collectives from an eager schedule, rarely from one that issues them just in time:
+    corpus llama_tp_sp_2d at world size 2, +10% live tensors, compute-overlap's best
+    schedules were 680.7 us just in time and 683.5 us eager, and the pipeline ended at
+    680.7 and 667.1 from them. Where communication is the bottleneck the just-in-time
+    schedule is far ahead (mesh2d_dp4tp2_L32 at one GPU per node: 259.5 against 265.9 ms)."""
+    eager = [k[0] for k, _ in found if not k[3]]
+    if not eager:
+        return found
+    bar = min(eager) * (1.0 - NEAR_EQUAL)
+    return [(k, c) for k, c in found if not k[3] or k[0] < bar]
 
 
 def _leaner(graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int]:
