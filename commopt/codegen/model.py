@@ -100,8 +100,22 @@ def _check_order(graph: Graph, order: list[int]) -> None:
             if not seen[j]:
                 raise OptionError(
                     f"the order puts {graph.nodes[i].name!r} before its predecessor "
-                    f"{graph.nodes[j].name!r}", node=graph.nodes[i].name, field="order")
+                    f"{graph.nodes[j].name!r}{_group_order_hint(graph, i, j)}",
+                    node=graph.nodes[i].name, field="order")
         seen[i] = True
+
+
+def _group_order_hint(graph: Graph, i: int, j: int) -> str:
+    """Why ``j`` precedes ``i`` when no data does: both are collectives of one group whose
+    order this graph keeps. An order ``commopt.optimize`` returns may change a group's order
+    and belongs to the result's graph (``OptimizeResult.graph``), not the loaded one."""
+    a, b = graph.nodes[i], graph.nodes[j]
+    if j in a.inputs or a.collective is None or b.collective is None \
+            or a.collective.group != b.collective.group:
+        return ""
+    return (f" (both are collectives of group {a.collective.group!r}, whose order this graph keeps; "
+            "an order from commopt.optimize belongs to the result's graph, OptimizeResult.graph, "
+            "which may let a group's collectives change their order)")
 
 
 def _world_size(graph: Graph) -> int | None:

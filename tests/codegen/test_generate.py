@@ -123,6 +123,23 @@ def test_order_that_breaks_a_dependency_is_refused() -> None:
         generate_runner(g, bad)
 
 
+def test_an_optimized_order_on_the_loaded_graph_says_which_graph_it_belongs_to() -> None:
+    """Corpus SimpleFSDP (ws8): the default optimize re-gathers a layer's parameters in the
+    order the backward uses them, a group order the loaded graph keeps. Paired with the loaded
+    graph the order is refused, naming the group and the graph it belongs to; with the
+    result's graph it builds."""
+    import commopt
+    from tests.corpus.graphs import CORPUS
+
+    g = commopt.load_graph(CORPUS / "ws8" / "llama_fsdp.pt2")
+    result = commopt.optimize(g, timings=False)
+    order = list(result.order)
+    with pytest.raises(OptionError, match=r"collectives of group '\w+', whose order this graph keeps.*"
+                                          r"OptimizeResult\.graph"):
+        build_model(g, order, None)
+    assert build_model(result.graph, order, None).copies_per_iter >= 0
+
+
 def test_group_without_ranks_smaller_than_world_is_a_user_error() -> None:
     b = GraphBuilder(name="g", world_size=4)
     b.group("1", size=2)
