@@ -10,8 +10,9 @@ on every rank (same process group, same profiler step, same position among that 
 collectives in the step, same type, same message size except for all_to_all, whose splits
 may differ per rank). Each rank's clock is aligned on the collectives' ends
 (every rank of a collective finishes with the last transfer step, so the ends agree up to
-the clocks' offset), kept within what the kernels allow (:func:`_clock_offsets`); a group's step whose aligned kernels do not all overlap (a rank ended
-before another started: not the same collective) is not matched. A collective's
+the clocks' offset), kept within what the kernels allow (:func:`_clock_offsets`); a group's
+step whose aligned kernels do not all overlap (a rank ended before another started: not the
+same collective) is not matched. A collective's
 **transfer** is its end (the last rank's aligned end) minus the latest rank's aligned start;
 a rank's **waiting** is the rest of its kernel's time. Where a group's ranks are not all
 given, the latest start among those given is a lower bound of the true one, so the transfer

@@ -588,16 +588,15 @@ class _Prepared:
         (the graph's output excluded), else its own position; computed on first use."""
         if self._deadline is None:
             pos, kind, sptr, sidx = self.pos, self.kind, self.sptr, self.sidx
-            first = list(pos)
+            used_at: dict[int, int] = {}  # collective -> first position using it
             for w, node in enumerate(self.graph.nodes):
                 c = node.wait_of
                 if c is None or kind[w] is not _K_WAIT:
                     continue
-                users = [pos[sidx[k]] for k in range(sptr[w], sptr[w + 1]) if kind[sidx[k]] is not _K_OUT]
-                if users:
-                    use = min(users)
-                    first[c] = use if first[c] == pos[c] else min(first[c], use)
-            self._deadline = first
+                for k in range(sptr[w], sptr[w + 1]):
+                    if kind[sidx[k]] is not _K_OUT:
+                        used_at[c] = min(used_at.get(c, self.n), pos[sidx[k]])
+            self._deadline = [used_at.get(i, p) for i, p in enumerate(pos)]
         return self._deadline
 
     def level(self) -> list[float]:
