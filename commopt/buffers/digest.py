@@ -21,7 +21,13 @@ def plan_digest(plan: BufferPlan) -> str:
     The plan holds only ints, strings, bools and lists in a fixed order, so the digest does
     not depend on the process, the platform or ``PYTHONHASHSEED``.
     """
-    return hashlib.sha256(canonical_json(plan.model_dump(mode="json", exclude={"digest"}))).hexdigest()
+    return document_digest(plan.model_dump(mode="json", exclude={"digest"}))
+
+
+def document_digest(doc: object) -> str:
+    """sha256 (hex) of the canonical JSON of a plan's plain data without ``digest`` (what
+    :func:`plan_digest` hashes; the planner has it before the models are built)."""
+    return hashlib.sha256(canonical_json(doc)).hexdigest()
 
 
 def order_digest(graph: Graph, order: Sequence[int]) -> str:

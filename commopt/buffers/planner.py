@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from commopt.buffers.digest import order_digest, plan_digest
+from commopt.buffers.digest import document_digest, order_digest
 from commopt.buffers.lifetimes import BufferSpec, collect_buffers, parse_collective_types
 from commopt.buffers.offsets import assign_offsets, lower_bound
 from commopt.buffers.persistent import NO_PERSISTENT, PersistentParams, find_persistent_params
@@ -21,7 +21,6 @@ from commopt.schemas.buffer_plan import (
     BufferPlan,
     GroupArena,
     PlanComparison,
-    PlannedBuffer,
     PlanTotals,
 )
 
@@ -77,8 +76,9 @@ def plan_buffers(
     persistent = find_persistent_params(graph, persistent_params)
     if order is None:
         order = graph.original_order
-    arenas = [_plan_group(graph, name, specs, packed)
-              for name, specs, packed in _packed_groups(graph, order, types, align, persistent)]
+    planned = [_plan_group(graph, name, specs, packed)
+               for name, specs, packed in _packed_groups(graph, order, types, align, persistent)]
+    arenas = [arena for arena, _ in planned]
     totals = PlanTotals(
         buffers=sum(len(a.buffers) for a in arenas),
         arena_bytes=sum(a.arena_bytes for a in arenas),
@@ -96,7 +96,12 @@ def plan_buffers(
         persistent_params=_persistent_entry(graph, persistent, arenas),
         digest="",
     )
-    plan.digest = plan_digest(plan)
+    # the digest from the plain data the buffers were validated from: dumping 100,000s of
+    # buffer models again would cost as much as building them (plan_digest(plan) is equal)
+    doc = plan.model_dump(mode="json", exclude={"digest": True, "groups": {"__all__": {"buffers"}}})
+    for arena_doc, (_, rows) in zip(doc["groups"], planned, strict=True):
+        arena_doc["buffers"] = rows
+    plan.digest = document_digest(doc)
     return plan
 
 
@@ -130,44 +135,42 @@ class _Packing:
         return cls(sizes, offsets, arena, heuristic, lower_bound(sizes, firsts, lasts))
 
 
-def _plan_group(graph: Graph, group: str, specs: list[BufferSpec], packed: _Packing) -> GroupArena:
+def _plan_group(graph: Graph, group: str, specs: list[BufferSpec],
+                packed: _Packing) -> tuple[GroupArena, list[dict]]:
+    """One group's arena, and its buffers as the plain data a dump of them gives."""
     pg = graph.groups.get(group)
     nodes = graph.nodes
-    # built without validation: every value comes from the IR and the packing above, of the
-    # field's type (validating 100,000s of buffers one model at a time was a third of planning)
-    buffers = [
-        PlannedBuffer.model_construct(
-            name=s.name(graph),
-            node=nodes[s.collective].name,
-            collective_type=nodes[s.collective].collective.type,
-            role=s.role,
-            tensor_index=s.tensor_index,
-            value=nodes[s.value].name,
-            offset_bytes=off,
-            size_bytes=size,
-            padded_bytes=s.padded_bytes,
-            local_bytes=s.local_bytes,
-            dtype=s.meta.dtype,
-            shape=list(s.meta.shape),
-            max_shape=list(s.meta.max_shape) if s.meta.max_shape is not None else None,
-            first=s.first,
-            last=s.last,
-            producer=nodes[s.producer].name if s.producer is not None else None,
-            zero_copy=s.zero_copy,
-            persistent=s.persistent,
-            shared_with=[_read_name(graph, c, k) for c, k in s.shared],
-        )
-        for s, off, size in zip(specs, packed.offsets, packed.sizes, strict=True)
-    ]
-    return GroupArena(
-        group=group,
-        group_size=pg.size if pg is not None else 1,
-        arena_bytes=packed.arena,
-        lower_bound_bytes=packed.lower_bound,
-        per_call_site_bytes=packed.per_call_site,
-        heuristic=packed.heuristic,
-        buffers=buffers,
-    )
+    # plain data validated once per arena (pydantic-core checks nested data far faster than
+    # it builds 100,000s of models one call at a time); keys in the schema's order, the
+    # fields a dump omits left out, so the rows are also what the digest hashes
+    rows = []
+    for s, off, size in zip(specs, packed.offsets, packed.sizes, strict=True):
+        coll = nodes[s.collective]
+        row = {
+            "name": s.name(graph), "node": coll.name, "collective_type": coll.collective.type,
+            "role": s.role, "tensor_index": s.tensor_index, "value": nodes[s.value].name,
+            "offset_bytes": off, "size_bytes": size, "padded_bytes": s.padded_bytes,
+            "local_bytes": s.local_bytes, "dtype": s.meta.dtype, "shape": list(s.meta.shape),
+            "max_shape": list(s.meta.max_shape) if s.meta.max_shape is not None else None,
+            "first": s.first, "last": s.last,
+            "producer": nodes[s.producer].name if s.producer is not None else None,
+            "zero_copy": s.zero_copy,
+        }
+        if s.persistent:
+            row["persistent"] = True
+        if s.shared:
+            row["shared_with"] = [_read_name(graph, c, k) for c, k in s.shared]
+        rows.append(row)
+    arena = GroupArena.model_validate({
+        "group": group,
+        "group_size": pg.size if pg is not None else 1,
+        "arena_bytes": packed.arena,
+        "lower_bound_bytes": packed.lower_bound,
+        "per_call_site_bytes": packed.per_call_site,
+        "heuristic": packed.heuristic,
+        "buffers": rows,
+    })
+    return arena, rows
 
 
 def _read_name(graph: Graph, collective: int, k: int) -> str:
