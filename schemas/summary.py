@@ -103,7 +103,7 @@ class Certificate(BaseModel):
     proven_optimal: bool = Field(description="the makespan equals the lower bound")
     bounds_us: dict[str, float] = Field(
         description="each cheap bound: compute, busiest_stream, critical_path, compute_heads_tails, "
-                    "group_streams (docs/solver.md)")
+                    "group_streams, collective_chain (docs/solver.md)")
     solver: SolverRun | None = Field(None, description="the exact solver's run (null: not asked for)")
 class AssumedSize(BaseModel):
     """One data-dependent size (an unbacked symbol of the program) and the value commopt

@@ -134,6 +134,53 @@ def test_bounds_hold_on_every_order_of_a_small_graph():
         assert lb <= best + 1e-9
 
 
+def _tp_like():
+    """Two kernels feed an all_reduce, two read its result: nothing can run while it flies."""
+    b = GraphBuilder(world_size=2)
+    b.group("g", ranks=[0, 1])
+    x = b.input("x", (4,))
+    a1 = b.compute("a1", "aten.relu.default", [x], (4,))
+    a2 = b.compute("a2", "aten.neg.default", [x], (4,))
+    s = b.compute("s", "aten.add.Tensor", [a1, a2], (4,))
+    ar = b.collective("ar", "all_reduce", "g", s)
+    w = b.wait("w", ar)
+    b1 = b.compute("b1", "aten.relu.default", [w], (4,))
+    b2 = b.compute("b2", "aten.neg.default", [w], (4,))
+    b.output([b1, b2])
+    return b.build()
+
+
+def test_the_collective_chain_bound_counts_the_idle_of_every_flight():
+    g = _tp_like()
+    d = _durations(g, a1=10, a2=10, ar=20, b1=10, b2=10)
+    lb = lower_bounds(g, step_durations(g, d))
+    best = min(simulate(g, o, d).makespan_us for o in _all_orders(g))
+    assert best == 60  # a1, a2, the all_reduce alone, b1, b2
+    # heads and tails relax b1 and b2 to start when the all_reduce could end at the
+    # earliest (30), the critical path counts one branch on each side (40)
+    assert lb.compute_heads_tails_us == 50 and lb.critical_path_us == 40
+    assert lb.collective_chain_us == 60 and lb.value == 60
+    rng = random.Random(3)
+    for _ in range(30):
+        d = [float(rng.randint(0, 30)) for _ in range(len(g))]
+        lb = lower_bounds(g, step_durations(g, d))
+        assert lb.collective_chain_us <= min(simulate(g, o, d).makespan_us for o in _all_orders(g)) + 1e-9
+
+
+@pytest.mark.slow
+def test_the_collective_chain_bound_tightens_tensor_parallel_inference(repo_root):
+    """On the TP inference export every kernel either feeds an all_reduce or reads it: the
+    chain bound is the best cheap bound there (CP-SAT proves 300.2 us optimal)."""
+    import commopt
+
+    r = commopt.optimize(repo_root / "sample_graphs" / "corpus" / "ws8" / "llama_tp_infer.pt2",
+                         timings=False)
+    bounds = r.summary.certificate.bounds_us
+    others = max(v for k, v in bounds.items() if k != "collective_chain")
+    assert bounds["collective_chain"] > others * 1.05
+    assert bounds["collective_chain"] <= r.pipeline.final.makespan_us + 1e-6
+
+
 @pytest.mark.parametrize("name", ["ddp", "fsdp", "llama_tp", "mesh2d", "moe", "tp"])
 def test_bounds_on_the_samples_hold_and_are_at_least_the_old_ones(samples_dir, name):
     import commopt
