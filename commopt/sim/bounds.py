@@ -45,9 +45,10 @@ from commopt.sim.model import needs_finish
 CLOCK_KINDS = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.COMPUTE, NodeKind.WAIT)
 
 #: The collective-chain bound tracks, per node, which collectives it follows or precedes:
-#: nodes x collectives bits, twice. Above this many it is not computed (about 20 MB and a
-#: second: a 10k-node graph with 2,000 collectives).
-CHAIN_BOUND_MAX_CELLS = 20_000_000
+#: nodes x collectives bits, twice. Above this many it is not computed: it costs about 0.2 s
+#: on the 10k-node synthetic stack (14M), where it is not the best bound, and every corpus
+#: and benchmark graph is far below (the 64-layer FSDP stack: 1.2M).
+CHAIN_BOUND_MAX_CELLS = 4_000_000
 
 
 @dataclass(frozen=True)
