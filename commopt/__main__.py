@@ -1,5 +1,5 @@
 """``python -m commopt``: the same as the ``commopt`` command."""
 
-from commopt.cli.main import main
+from commopt.cli.main import run
 
-main()
+run()
