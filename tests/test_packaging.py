@@ -19,4 +19,4 @@ def test_wheel_has_only_the_commopt_package(repo_root, tmp_path):
     assert "commopt/cli/main.py" in names and "commopt/schemas/graph.py" in names
     assert "commopt/schemas/graph.schema.json" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "commopt = commopt.cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "commopt = commopt.cli.main:run" in zipfile.ZipFile(wheel).read(entry_points).decode()
