@@ -411,6 +411,7 @@ def _build(raw: dict[str, Any], file: str | None) -> Graph:
     shared = _Shared()
     nodes = [_node(pos, nd, names, shared) for pos, nd in enumerate(raw_nodes)]
     _check_kinds(nodes, file)
+    _check_roles(nodes, file)
     return Graph.build(
         nodes,
         groups,
@@ -590,6 +591,17 @@ def _check_kinds(nodes: list[Node], file: str | None) -> None:
             raise GraphError(
                 f"a {node.kind.label} node cannot carry a 'collective' object", file=file, node=node.name, field="collective"
             )
+
+
+def _check_roles(nodes: list[Node], file: str | None) -> None:
+    """``attrs.role`` (an input's: 'parameter', 'buffer', 'user_input', ...) is a string where
+    given: inspect reports it, and buffer planning and the runner treat exactly the role
+    'parameter' as a parameter, so another type would be misread silently."""
+    for node in nodes:
+        role = node.attrs.get("role") if node.attrs else None
+        if role is not None and type(role) is not str:
+            raise GraphError(f"attrs.role must be a string such as 'parameter', not {role!r}",
+                             file=file, node=node.name, field="attrs.role")
 
 
 # --------------------------------------------------------------------------- writing

@@ -239,6 +239,22 @@ def test_library_errors_carry_file_node_and_field(tmp_path):
     assert exc.value.field == "$.nodes[2].inputs"
 
 
+@pytest.mark.parametrize("role", [True, 1, ["parameter"], {"k": "v"}])
+def test_an_input_role_that_is_not_a_string_is_refused_with_its_node(tmp_path, capsys, role):
+    """Found by the CLI fuzz test: ``"role": true`` reached inspect's report model and ended
+    in an internal error; a role that is not a string is malformed input (exit 2)."""
+    doc = json.loads(SAMPLE.with_suffix(".json").read_text())
+    first = next(n for n in doc["nodes"] if n["kind"] == "input")
+    first.setdefault("attrs", {})["role"] = role
+    p = tmp_path / "g.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit) as exc:
+        main(["inspect", str(p)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert f"node {first['name']!r}" in err and "attrs.role" in err and "Traceback" not in err
+
+
 # --------------------------------------------------------------------------- groups
 def test_bad_mesh_spec_is_an_option_error(capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
