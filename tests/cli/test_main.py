@@ -101,3 +101,20 @@ def test_no_color_removes_every_style_and_force_color_forces_it(samples_dir):
     assert forced.exit_code == 0 and "\x1b[" in forced.output  # bold headers are styled
     plain = _invoke("inspect", graph, env={"FORCE_COLOR": "1", "NO_COLOR": "1"})
     assert plain.exit_code == 0 and "\x1b[" not in plain.output  # bold too is gone
+
+
+def test_the_console_entry_point_flushes_its_output_and_keeps_exit_codes(tmp_path):
+    """``python -m commopt`` (cli.main.run) ends the process without the teardown: what it
+    printed to a pipe still arrives whole, and exit codes are the command's."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[2] / "sample_graphs" / "ws8" / "llama_tp.json"
+    ok = subprocess.run([sys.executable, "-m", "commopt", "inspect", str(sample), "--format", "json"],
+                        capture_output=True, text=True, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["nodes"] > 600
+    bad = subprocess.run([sys.executable, "-m", "commopt", "inspect", str(tmp_path / "missing.json")],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.startswith("commopt: error:") and "missing.json" in bad.stderr
