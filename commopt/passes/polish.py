@@ -183,14 +183,19 @@ class _Descent:
                         yield _moved(order, pos[x], to)
 
     def _take_shorter(self, cand: list[int]) -> bool:
-        """Take ``cand`` (or, when it exceeds a budget, its :func:`_compacted` form) when it
-        fits the budgets and the simulator confirms a shorter makespan."""
+        """Take ``cand`` (or, when it exceeds a budget, its :func:`_compacted` form, when that
+        keeps the invariants) when it fits the budgets and the simulator confirms a shorter
+        makespan."""
+        from commopt.invariants import check_order
         from commopt.sim import simulate
 
         graph, ctx = self.graph, self.ctx
         if not ctx.fits(graph, cand):
             cand = _compacted(graph, cand, ctx.durations_us, ctx.allow_cross_group_reorder)
-            if cand is None or not ctx.fits(graph, cand):
+            # the compaction re-sorts the whole order: it is checked here, not only by the
+            # pass manager after the pass (which would end the run), so a slip only loses the pair
+            if cand is None or check_order(graph, cand, allow_cross_group_reorder=ctx.allow_cross_group_reorder) \
+                    or not ctx.fits(graph, cand):
                 return False
         s2 = simulate(graph, cand, ctx.durations_us)
         if s2.makespan_us >= self.key[0] * (1.0 - 1e-9):
