@@ -14,6 +14,8 @@ from tests.distributed import read_groups_record, recreate_groups, run_exported,
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_graphs" / "ws2" / "ddp"
 STEPS = 3
+#: Extra 256x256 matmuls rank 1 runs before each profiled step (about 100 ms here).
+LATE_MATMULS = 100
 
 
 def _profiled_steps(rank: int, world_size: int, archive: str, trace_path: str) -> bool:
@@ -65,9 +67,15 @@ def test_calibrate_from_a_cpu_gloo_trace(tmp_path):
 
 
 def _late_rank_traces(rank: int, world_size: int, archive: str, trace_dir: str) -> bool:
-    """Every rank profiles STEPS steps; rank 1 computes 20 extra matmuls before each, so rank
-    0 reaches every all_reduce first and waits for it."""
+    """Every rank profiles STEPS steps, each started together (a barrier); rank 1 computes
+    LATE_MATMULS extra matmuls first, so rank 0 reaches every step's first all_reduce first
+    and waits for it.
+
+    The lateness has to outweigh what else can delay rank 0 on a loaded 2-core machine (a
+    descheduled rank, a slow first step): with 20 matmuls (about 15-30 ms) and no barrier,
+    rank 1 waited longer in total about once in a full CI run."""
     import torch
+    import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile, record_function
 
     mapping = recreate_groups(read_groups_record(archive))
@@ -76,8 +84,9 @@ def _late_rank_traces(rank: int, world_size: int, archive: str, trace_dir: str) 
     a = torch.randn(256, 256)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         for step in range(STEPS):
+            dist.barrier()
             with record_function(f"ProfilerStep#{step}"):
-                for _ in range(20 if rank == 1 else 0):
+                for _ in range(LATE_MATMULS if rank == 1 else 0):
                     a = torch.tanh(a @ a)
                 run_exported(ep, mapping)
     prof.export_chrome_trace(str(Path(trace_dir) / f"trace_rank{rank}.json"))
