@@ -349,11 +349,11 @@ def _compacted(graph: Graph, order: list[int], durations_us: Sequence[float],
 
     times = node_times(graph, order, durations_us)
     clock = _clock_before(graph, order, times)
-    slot = _late_issues(graph, order, times, clock, allow_cross_group)
-    slot.update(_early_waits(graph, order, times, clock, durations_us, slot))
+    pos = Schedule(order, len(graph)).positions
+    slot = _late_issues(graph, order, pos, times, clock, allow_cross_group)
+    slot.update(_early_waits(graph, pos, times, clock, durations_us, slot))
     if not slot:
         return None
-    pos = Schedule(order, len(graph)).positions
     # a moved node goes right before the node at its slot: collectives before waits there
     keyed = sorted(order, key=lambda v: (slot[v], graph.nodes[v].kind is NodeKind.WAIT, pos[v])
                    if v in slot else (pos[v], 2, 0))
@@ -376,7 +376,7 @@ def _clock_before(graph: Graph, order: list[int], times) -> list[float]:
     return clock
 
 
-def _late_issues(graph: Graph, order: list[int], times, clock: list[float],
+def _late_issues(graph: Graph, order: list[int], pos: list[int], times, clock: list[float],
                  allow_cross_group: bool) -> dict[int, int]:
     """Per collective that starts after its issue, the last position it may go right before
     and still start then (the clock there no later than its start): not past its users or
@@ -384,7 +384,6 @@ def _late_issues(graph: Graph, order: list[int], times, clock: list[float],
     their new place; the latest collectives are placed first."""
     from commopt.passes._common import group_chain
 
-    pos = Schedule(order, len(graph)).positions
     nexts = [group_chain(graph, order), collective_chain(graph, order, allow_cross_group)]
     out: dict[int, int] = {}
     for c in sorted(graph.collectives(), key=lambda v: -pos[v]):
@@ -401,12 +400,11 @@ def _late_issues(graph: Graph, order: list[int], times, clock: list[float],
     return out
 
 
-def _early_waits(graph: Graph, order: list[int], times, clock: list[float],
+def _early_waits(graph: Graph, pos: list[int], times, clock: list[float],
                  durations_us: Sequence[float], slot: dict[int, int]) -> dict[int, int]:
     """Per wait (of no duration) that the compute stream reaches after its collective has
     finished: the first position it may go right before where the clock has passed that
-    end, after its inputs (at their new place, ``slot``)."""
-    pos = Schedule(order, len(graph)).positions
+    end, after its inputs (at their new place, ``slot``); ``pos``: each node's position."""
     out: dict[int, int] = {}
     for w, node in enumerate(graph.nodes):
         if node.kind is not NodeKind.WAIT or durations_us[w] != 0.0:
