@@ -71,5 +71,5 @@ def calibrate_cmd(app: App, traces: tuple[str, ...], output: str, steps: str | N
     if slow is not None:
         out.print(f"  compute beside communication: {slow.factor:.3f}x as long as alone "
                   f"({slow.kernel_kinds} kernel kinds, {slow.overlapped_kernels} kernels beside, "
-                  f"{slow.alone_kernels} alone; not applied by the simulator)", markup=False)
+                  f"{slow.alone_kernels} alone; applied with --compute-slowdown calibrated)", markup=False)
     app.info(f"wrote {output}")

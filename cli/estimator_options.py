@@ -13,11 +13,13 @@ import click
 if TYPE_CHECKING:
     from commopt.config import Config
 
-ESTIMATOR_KEYS = ("estimator", "hardware", "gpus_per_node", "profile", "table", "cache_dir")
+ESTIMATOR_KEYS = ("estimator", "hardware", "gpus_per_node", "profile", "table", "cache_dir",
+                  "compute_slowdown")
 
 
 def estimator_options(f):
-    """--estimator, --hardware, --gpus-per-node, --profile, --table, --cache-dir."""
+    """--estimator, --hardware, --gpus-per-node, --profile, --table, --cache-dir,
+    --compute-slowdown."""
     opts = [
         click.option("--estimator", default=None, metavar="SPEC",
                      help="Estimator chain: analytical, profile, table, benchmark, a plug-in name, "
@@ -32,6 +34,9 @@ def estimator_options(f):
                      help="JSON/CSV durations by node name or op (table estimator)."),
         click.option("--cache-dir", default=None, type=click.Path(file_okay=False, path_type=str),
                      help="Where the benchmark estimator caches timings [default: ~/.cache/commopt]."),
+        click.option("--compute-slowdown", default=None, metavar="off|calibrated|FACTOR",
+                     help="Compute runs this many times as long beside communication in every "
+                          "simulation: 'calibrated' takes the factor --profile measured [default: off]."),
     ]
     for opt in reversed(opts):
         f = opt(f)

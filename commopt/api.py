@@ -167,6 +167,7 @@ def optimize(
             raise OptionError(f"{len(durs)} durations for a graph of {len(g)} nodes", field="durations_us")
         estimator_name = "given"
         hardware_name = None
+        slowdown = _given_slowdown(estimator)
     else:
         from commopt.estimators import resolve
 
@@ -177,6 +178,12 @@ def optimize(
         estimator_name = chain.name
         hardware_name = options.hardware
         notes.extend(chain.notes)
+        slowdown = chain.slowdown
+    compute_slowdown = 1.0 if slowdown is None else slowdown.factor
+    if slowdown is not None:
+        notes.append(f"compute runs {slowdown.factor:.3f}x as long while a collective is in flight "
+                     f"({slowdown.source}): every simulated time includes it; the passes plan "
+                     "without it and keep an order by its simulated makespan with it")
     t_est = time.perf_counter() - t1
     freeze_long_lived()  # the durations (and the estimator's caches) live on too
     cross = decide_cross_group(g, allow_cross_group_reorder, estimator=estimator_name)
@@ -204,7 +211,8 @@ def optimize(
                                      footprint_budget=footprint_budget,
                                      estimate=(lambda node, gr: chain.estimate(node, gr)[0])
                                      if options is not None else None,
-                                     not_one_program=not_one_program(graph, estimator_name))
+                                     not_one_program=not_one_program(graph, estimator_name),
+                                     compute_slowdown=compute_slowdown)
 
     ctx = context(g)
     colls = g.collectives()
@@ -224,7 +232,7 @@ def optimize(
     else:
         from commopt.sim import simulate
 
-        sim = simulate(g, g.original_order, durs)
+        sim = simulate(g, g.original_order, durs, compute_slowdown=compute_slowdown)
         pipeline = PipelineResult(order=g.original_order, initial=sim, final=sim)
         names = []
         notes.append("the graph has no collectives: nothing to overlap, order unchanged")
@@ -235,7 +243,7 @@ def optimize(
         with progress.stage("exact solver"):
             pipeline, solver_run = _exact(g_out, pipeline, ctx.with_durations(durs_out), time_limit_s,
                                           timings)
-    pipeline = _as_saved(g_out, pipeline, durs_out, allow_cross_group_reorder, notes)
+    pipeline = _as_saved(g_out, pipeline, durs_out, allow_cross_group_reorder, notes, compute_slowdown)
     t_passes = time.perf_counter() - t2
     freeze_long_lived()  # the pipeline's orders and simulations are kept for the summary
     if ctx.memory_budget_bytes is not None and colls:
@@ -249,7 +257,7 @@ def optimize(
     # a rewritten program (bucketing) is not re-sized: only the assumed sizes are shown
     data_dependent = _data_dependent(g, pipeline, chain.durations if options is not None and g_out is g
                                      else None,
-                                     size_scales, notes)
+                                     size_scales, notes, compute_slowdown)
     stem = Path(g.source_path).stem if g.source_path else g.name
     counts = Counter((g.nodes[c].collective.group, g.nodes[c].collective.type) for c in colls)
     final = pipeline.final
@@ -269,6 +277,7 @@ def optimize(
                               for (gr, ty), n in sorted(counts.items())],
         estimator=estimator_name,
         hardware=hardware_name,
+        compute_slowdown=slowdown,
         max_memory_increase=max_memory_increase,
         memory_budget_bytes=ctx.memory_budget_bytes,
         allow_cross_group_reorder=allow_cross_group_reorder,
@@ -281,7 +290,8 @@ def optimize(
         robustness=robustness_summary(g, g.original_order, pipeline.order, durs,
                                       pipeline.initial.makespan_us,
                                       pipeline.final.makespan_us,
-                                      after_graph=g_out, after_durations_us=durs_out) if colls else None,
+                                      after_graph=g_out, after_durations_us=durs_out,
+                                      compute_slowdown=compute_slowdown) if colls else None,
         memory_accounting=memory_accounting,
         footprint=footprint_summary(g_out, pipeline.order, footprint_budget, notes) if colls else None,
         bucketing=bucketing_summary(g, pipeline.changes),
@@ -393,30 +403,32 @@ def _group_order_kept(free: Graph, pipeline: PipelineResult, manager: PassManage
     if (theirs.makespan_us, theirs.exposed_comm_us) < (ours.makespan_us, ours.exposed_comm_us):
         notes.append(f"reordering within groups: keeping each group's order finished first "
                      f"({theirs.makespan_us:,.1f} vs {ours.makespan_us:,.1f} us), so it is kept")
-        return strict, _bounded_as_free(kept, free, pipeline, strict_ctx.durations_us), pipeline
+        return strict, _bounded_as_free(kept, free, pipeline, strict_ctx), pipeline
     notes.append(f"reordering within groups: {ours.makespan_us:,.1f} us, keeping each group's "
                  f"order {theirs.makespan_us:,.1f} us")
     return free, pipeline, kept
 
 
 def _bounded_as_free(kept: PipelineResult, free: Graph, free_run: PipelineResult,
-                     durations: Sequence[float]) -> PipelineResult:
+                     ctx: PassContext) -> PipelineResult:
     """``kept`` (a run with each group's order) with the lower bounds, and so the
     certificate, over every order the rule allows, not only those keeping each group's
     order: its final order simulated on the graph without group order (the same makespan:
     an order's simulation does not depend on those edges), and the input order's simulation
-    that ``free_run`` (the run on ``free``) already made. ``durations``: the input graph's."""
+    that ``free_run`` (the run on ``free``) already made. ``ctx``: the kept run's context."""
     from commopt.sim import simulate
 
     graph = kept.graph.without_group_order() if kept.graph is not None else free
-    final = simulate(graph, kept.order, kept.durations_us if kept.durations_us is not None else durations)
+    final = simulate(graph, kept.order, kept.durations_us if kept.durations_us is not None else ctx.durations_us,
+                     compute_slowdown=ctx.compute_slowdown)
     initial = free_run.initial
     assert (final.makespan_us, initial.makespan_us) == (kept.final.makespan_us, kept.initial.makespan_us)
     return dataclasses.replace(kept, initial=initial, final=final)
 
 
 def _as_saved(graph: Graph, pipeline: PipelineResult, durations: list[float],
-              allow_cross_group_reorder: bool, notes: list[str]) -> PipelineResult:
+              allow_cross_group_reorder: bool, notes: list[str],
+              compute_slowdown: float = 1.0) -> PipelineResult:
     """The pipeline's result in the order the written graph will have when it is read back
     (a ``.pt2`` archive keeps placeholders first and each getitem after its op), so that the
     summary, the buffer plan and the runner describe the program that is written."""
@@ -432,7 +444,7 @@ def _as_saved(graph: Graph, pipeline: PipelineResult, durations: list[float],
     if violations:
         raise InvariantViolation(f"the order as the {graph.source_format} file keeps it breaks "
                                  f"an invariant: {violations[0]}")
-    final = simulate(graph, order, durations)
+    final = simulate(graph, order, durations, compute_slowdown=compute_slowdown)
     before = pipeline.final
     if (final.makespan_us, final.peak_memory_bytes) != (before.makespan_us, before.peak_memory_bytes):
         notes.append(f"the passes' order laid out as the {graph.source_format} file keeps it "
@@ -443,17 +455,28 @@ def _as_saved(graph: Graph, pipeline: PipelineResult, durations: list[float],
 
 
 def _data_dependent(graph: Graph, pipeline: PipelineResult, durations_of: Any,
-                    scales: Sequence[float], notes: list[str]):
+                    scales: Sequence[float], notes: list[str], compute_slowdown: float = 1.0):
     """The summary's data-dependent sizes entry (None when every size is static); its
     statement and the range of the result lead the notes, so no number is read without them.
     ``durations_of(graph)`` re-estimates a re-sized graph (None: durations were given)."""
     from commopt.assumed_sizes import data_dependent_entry, range_line
 
     entry = data_dependent_entry(graph, graph.original_order, pipeline.order, durations_of,
-                                 (_numbers(pipeline.initial), _numbers(pipeline.final)), scales)
+                                 (_numbers(pipeline.initial), _numbers(pipeline.final)), scales,
+                                 compute_slowdown=compute_slowdown)
     if entry is not None:
         notes[:0] = [entry.statement, range_line(entry)]
     return entry
+
+def _given_slowdown(estimator: str | EstimatorOptions):
+    """The compute slowdown asked for with durations given per node: a factor in the
+    estimator options (``"calibrated"`` loads their profile), else none."""
+    if not isinstance(estimator, EstimatorOptions):
+        return None
+    from commopt.estimators.slowdown import applied_slowdown
+
+    return applied_slowdown(estimator.compute_slowdown, estimator.profile)
+
 
 def _numbers(sim) -> SimNumbers:
     from commopt.assumed_sizes import sim_numbers

@@ -48,7 +48,8 @@ def sim_numbers(sim: Any) -> SimNumbers:
 def data_dependent_entry(graph: Graph, before: Sequence[int], after: Sequence[int],
                          durations: Callable[[Graph], list[float]] | None,
                          assumed: tuple[SimNumbers, SimNumbers],
-                         scales: Sequence[float] = DEFAULT_SCALES) -> DataDependentSizes | None:
+                         scales: Sequence[float] = DEFAULT_SCALES, *,
+                         compute_slowdown: float = 1.0) -> DataDependentSizes | None:
     """The summary's ``data_dependent`` entry of ``graph`` (None when every size is static).
 
     ``before``/``after``: the original order and commopt's; ``assumed``: their numbers at
@@ -75,7 +76,8 @@ def data_dependent_entry(graph: Graph, before: Sequence[int], after: Sequence[in
         else:
             g = apply_assumptions(graph, scaled(sizes, scale))
             d = durations(g)
-            b, a = sim_numbers(simulate(g, before, d)), sim_numbers(simulate(g, after, d))
+            b, a = (sim_numbers(simulate(g, order, d, compute_slowdown=compute_slowdown))
+                    for order in (before, after))
         scenarios.append(SizeScenario(scale=scale, before=b, after=a))
     return DataDependentSizes(
         statement=statement(sizes),

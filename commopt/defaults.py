@@ -25,6 +25,7 @@ DEFAULTS: dict[str, Any] = {
     "gpus_per_node": _ESTIMATOR.gpus_per_node,
     "profile": None,
     "table": None,
+    "compute_slowdown": "off",
     "max_memory_increase": DEFAULT_MAX_MEMORY_INCREASE,
     "allow_cross_group_reorder": None,  # the safe rule, commopt.cross_group
     "reorder_within_groups": None,  # where proven, commopt.cross_group.within_groups

@@ -23,6 +23,9 @@ class ConfigFile(BaseModel):
     gpus_per_node: int | None = Field(None, ge=1)
     profile: str | None = Field(None, description="calibrated profile JSON or Kineto trace (relative to this file)")
     table: str | None = Field(None, description="JSON/CSV duration table (relative to this file)")
+    compute_slowdown: str | None = Field(
+        None, description="compute beside communication: 'off', 'calibrated' (the profile's "
+                          "measured factor) or a factor >= 1")
     max_memory_increase: float | None = Field(None, gt=-1, le=100, allow_inf_nan=False)
     allow_cross_group_reorder: bool | None = None
     reorder_within_groups: bool | None = Field(

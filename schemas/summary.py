@@ -203,6 +203,15 @@ class Bucketing(BaseModel):
     makespan_after_us: float = Field(description="makespan of the bucketed program in that order")
 
 
+class AppliedSlowdown(BaseModel):
+    """The compute slowdown every simulation applied: a compute kernel runs ``factor`` times
+    as long while any collective is in flight (NCCL kernels occupy SMs)."""
+
+    factor: float = Field(ge=1, allow_inf_nan=False)
+    source: str = Field(description="where the factor comes from: the option, or the calibrated "
+                                    "profile and how it was measured")
+
+
 class Summary(BaseModel):
     """What ``commopt optimize`` did to one graph."""
 
@@ -220,6 +229,8 @@ class Summary(BaseModel):
     collectives_by_group: list[CollectiveCount]
     estimator: str = Field(description="the estimator chain that gave the durations")
     hardware: str | None = None
+    compute_slowdown: AppliedSlowdown | None = Field(
+        None, description="compute slowed beside communication in every simulation (null: not modelled)")
     max_memory_increase: float
     memory_budget_bytes: int | None = Field(
         description="(1 + max_memory_increase) x the original padded peak: no pass exceeds it")

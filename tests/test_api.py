@@ -174,3 +174,27 @@ def test_the_footprint_budget_counts_persistent_parameter_slots(tmp_path):
     assert cost.arena_cost_bytes == s.buffer_plan.arena_bytes - cost.arena_bytes_without
     with pytest.raises(OptionError, match="unknown process group"):
         commopt.optimize(g, persistent_params="nosuch")
+
+
+def test_a_compute_slowdown_is_in_every_number_of_the_run(tmp_path):
+    """On a real model's graph (corpus llama_fsdp, 2 ranks): the summary, its certificate, its
+    robustness and the report all describe the order simulated with the slowdown."""
+    from commopt.estimators import EstimatorOptions
+    from commopt.sim import simulate
+    from commopt.sim.robustness import makespan_range
+    from tests.corpus.graphs import CORPUS
+
+    r = commopt.optimize(CORPUS / "ws2" / "llama_fsdp.pt2", output_dir=tmp_path / "out",
+                         estimator=EstimatorOptions(compute_slowdown="1.4"))
+    s = r.summary
+    assert (s.compute_slowdown.factor, s.compute_slowdown.source) == (1.4, "--compute-slowdown 1.4")
+    assert any("1.400x as long while a collective is in flight" in n for n in s.notes)
+    slowed = simulate(r.graph, r.order, r.durations_us, compute_slowdown=1.4)
+    plain = simulate(r.graph, r.order, r.durations_us)
+    assert s.after.makespan_us == slowed.makespan_us > plain.makespan_us  # compute overlaps comm
+    assert s.after.makespan_us <= s.before.makespan_us
+    assert slowed.slowed_compute_us > 0
+    assert s.certificate.lower_bound_us <= s.after.makespan_us
+    assert r.report.after.makespan_us == s.after.makespan_us
+    worst = makespan_range(r.graph, r.order, r.durations_us, compute_slowdown=1.4).worst_us
+    assert s.robustness.after_max_us == worst

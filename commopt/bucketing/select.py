@@ -84,12 +84,13 @@ def candidate_classes(graph: Graph, order: Schedule) -> list[list[int]]:
 def choose_buckets(graph: Graph, order: Sequence[int], durations_us: Sequence[float],
                    estimate: Callable[[Node, Graph], float],
                    fits: Callable[[Graph, Sequence[int]], bool],
-                   baseline_us: float) -> Choice:
+                   baseline_us: float, *, compute_slowdown: float = 1.0) -> Choice:
     """The greedy choice of the module docstring on ``order`` (whose makespan is
     ``baseline_us``). ``estimate`` gives a new node its duration; ``fits`` says whether a
-    bucketed program keeps the memory budgets."""
+    bucketed program keeps the memory budgets. With a ``compute_slowdown`` the replay, which
+    does not model it, only proposes merges: each kept one is proven by the simulator with it."""
     sched = Schedule.of(graph, order)
-    chooser = _Chooser(graph, sched, durations_us, estimate, fits, baseline_us)
+    chooser = _Chooser(graph, sched, durations_us, estimate, fits, baseline_us, compute_slowdown)
     for members in candidate_classes(graph, sched):
         chooser.grow(members)
     return chooser.choice()
@@ -102,8 +103,10 @@ class _Chooser:
 
     def __init__(self, graph: Graph, order: Schedule, durations_us: Sequence[float],
                  estimate: Callable[[Node, Graph], float],
-                 fits: Callable[[Graph, Sequence[int]], bool], baseline_us: float) -> None:
+                 fits: Callable[[Graph, Sequence[int]], bool], baseline_us: float,
+                 compute_slowdown: float = 1.0) -> None:
         self.graph, self.order, self.durations_us = graph, order, durations_us
+        self.compute_slowdown = compute_slowdown
         self.estimate, self.fits = estimate, fits
         self.kept: list[Bucket] = []
         self.best: Trial | None = None
@@ -200,8 +203,8 @@ class _Chooser:
         self.rewrites += 1
         self.steps += len(self.graph) * REWRITE_WORK
         trial = _trial(self.graph, self.order, [*self.kept, Bucket(tuple(run))], self.durations_us,
-                       self.estimate, self.fits)
-        if replayed_us is not None and trial.makespan_us != replayed_us:
+                       self.estimate, self.fits, self.compute_slowdown)
+        if replayed_us is not None and self.compute_slowdown == 1.0 and trial.makespan_us != replayed_us:
             self.differed += 1
         return trial
 
@@ -258,7 +261,7 @@ def grow_buckets(classes: list[list[int]],
 
 def _trial(graph: Graph, order: Schedule, buckets: list[Bucket], durations_us: Sequence[float],
            estimate: Callable[[Node, Graph], float],
-           fits: Callable[[Graph, Sequence[int]], bool]) -> Trial:
+           fits: Callable[[Graph, Sequence[int]], bool], compute_slowdown: float = 1.0) -> Trial:
     from commopt.sim.engine import makespan_us
 
     rw = apply_buckets(graph, order, buckets)
@@ -266,4 +269,4 @@ def _trial(graph: Graph, order: Schedule, buckets: list[Bucket], durations_us: S
     durs = tuple(durations_us[o] if o >= 0 else estimate(new.nodes[i], new)
                  for i, o in enumerate(rw.origin))
     identity = list(range(len(new)))
-    return Trial(rw, durs, makespan_us(new, identity, durs), fits)
+    return Trial(rw, durs, makespan_us(new, identity, durs, compute_slowdown=compute_slowdown), fits)

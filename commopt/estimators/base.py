@@ -74,6 +74,14 @@ class EstimatorChain:
         self.estimators = list(estimators)
         self.sources: list[str] = []
         self._own_notes = list(notes or ())
+        #: compute slowdown beside communication the chain's options asked for (None: off;
+        #: :func:`commopt.estimators.slowdown.applied_slowdown`), set by ``resolve``
+        self.slowdown = None
+
+    @property
+    def compute_slowdown(self) -> float:
+        """The factor every simulation with these durations applies (1.0: off)."""
+        return 1.0 if self.slowdown is None else self.slowdown.factor
 
     @property
     def name(self) -> str:

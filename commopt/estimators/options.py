@@ -13,7 +13,10 @@ class EstimatorOptions:
     ``estimator`` is a spec for :func:`commopt.estimators.resolve`; ``hardware`` a preset name
     or a JSON file; ``profile`` a calibrated model (``commopt calibrate``) or a Kineto trace;
     ``table`` a JSON or CSV file of durations; ``cache_dir`` where the benchmark estimator
-    keeps its measurements (default ``~/.cache/commopt``).
+    keeps its measurements (default ``~/.cache/commopt``); ``compute_slowdown`` how much
+    longer compute runs beside communication in every simulation: ``"off"`` (the default),
+    ``"calibrated"`` (the factor ``commopt calibrate`` measured, from ``profile``) or a
+    factor >= 1 (:func:`commopt.estimators.slowdown.applied_slowdown`).
     """
 
     estimator: str = "analytical"
@@ -22,6 +25,7 @@ class EstimatorOptions:
     profile: str | None = None
     table: str | None = None
     cache_dir: str | None = None
+    compute_slowdown: str | None = None
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> EstimatorOptions:

@@ -121,4 +121,9 @@ def resolve(spec: str | None = None, options: EstimatorOptions | None = None, **
              f"(add --estimator {flag})"
              for flag, value in (("profile", options.profile), ("table", options.table))
              if value and flag not in names]
-    return EstimatorChain(chain, notes=notes)
+    from commopt.estimators.slowdown import applied_slowdown
+
+    result = EstimatorChain(chain, notes=notes)
+    model = next((e.model for e in chain if e.name == "profile" and hasattr(e, "model")), None)
+    result.slowdown = applied_slowdown(options.compute_slowdown, options.profile, model)
+    return result

@@ -27,7 +27,7 @@ def estimate_report(graph: Graph, options: EstimatorOptions | None = None, *, to
     totals = {k: v for k, v in totals.items() if v > 0 or k in ("compute", "collective")}
     ranked = sorted(range(len(graph.nodes)), key=lambda i: (-durations[i], i))
     top_nodes = [per_node[i] for i in ranked[:top] if durations[i] > 0]
-    sim = simulate(graph, graph.original_order, durations)
+    sim = simulate(graph, graph.original_order, durations, compute_slowdown=chain.compute_slowdown)
     hw = next((getattr(e, "hw", None) for e in chain.estimators if e.name == "analytical"), None)
     profile = next((e.model for e in chain.estimators if e.name == "profile" and hasattr(e, "model")), None)
     return EstimateReport(

@@ -7,6 +7,9 @@ measure: every compute kernel of a trace is either *beside communication* (at le
 inside one); kernels in between are not used. Per kernel kind (name, grid, block: the same
 work) seen both ways, the ratio of the medians; the factor is their geometric mean,
 weighted by the time spent beside communication.
+
+:func:`applied_slowdown` turns the ``--compute-slowdown`` option into the factor every
+simulation of a run applies (:mod:`commopt.sim.engine`).
 """
 
 from __future__ import annotations
@@ -16,8 +19,13 @@ import statistics
 from bisect import bisect_right
 from collections.abc import Sequence
 
+from commopt.errors import OptionError
 from commopt.estimators.kineto import KernelSpan, KinetoTrace
-from commopt.schemas.profile import ComputeSlowdown
+from commopt.schemas.profile import ComputeSlowdown, ProfileModel
+from commopt.schemas.summary import AppliedSlowdown
+
+#: Option values that turn the slowdown off.
+OFF = ("off", "none", "1")
 
 #: A kernel at least this much inside NCCL kernels counts as beside communication.
 OVERLAPPED = 0.9
@@ -49,6 +57,48 @@ def compute_slowdown(traces: Sequence[KinetoTrace]) -> ComputeSlowdown | None:
         overlapped_kernels=sum(len(beside[k]) for k in both), alone_kernels=sum(len(alone[k]) for k in both),
         how=f"median time of {len(both)} kernel kind(s) beside an NCCL kernel (>= {OVERLAPPED:.0%} of "
             "the kernel) over alone, geometric mean weighted by time beside")
+
+
+def applied_slowdown(spec: str | float | None, profile: str | None = None,
+                     model: ProfileModel | None = None) -> AppliedSlowdown | None:
+    """The slowdown ``--compute-slowdown spec`` asks for, or None when it is off.
+
+    ``spec``: None or ``"off"``; a factor >= 1; or ``"calibrated"``, the factor ``commopt
+    calibrate`` measured, read from ``model`` (the chain's profile estimator's) or else
+    loaded from ``profile``. Anything else, a calibrated run without a profile or whose
+    profile has no measurement, and a measured factor below 1 are an :class:`OptionError`:
+    a slowdown that cannot be applied as asked is never replaced by a guess.
+    """
+    if spec is None or str(spec).strip().lower() in OFF:
+        return None
+    text = str(spec).strip()
+    if text.lower() != "calibrated":
+        try:
+            factor = float(text)
+        except ValueError:
+            raise OptionError(f"{text!r} is not 'off', 'calibrated' or a factor", field="--compute-slowdown") from None
+        if not 1.0 <= factor < math.inf:
+            raise OptionError(f"a compute slowdown is a factor >= 1 (compute never runs faster beside "
+                              f"communication in the model), not {text}", field="--compute-slowdown")
+        return None if factor == 1.0 else AppliedSlowdown(factor=factor, source=f"--compute-slowdown {text}")
+    if model is None:
+        if not profile:
+            raise OptionError("'calibrated' needs --profile: a model from 'commopt calibrate' or a GPU "
+                              "trace, where the factor is measured", field="--compute-slowdown")
+        from commopt.estimators.profile import load_profile
+
+        model = load_profile(profile)
+    measured = model.compute_slowdown
+    if measured is None:
+        raise OptionError("the profile has no compute slowdown measurement (no kernel kind ran both "
+                          "beside an NCCL kernel and alone); give a factor or 'off'",
+                          file=profile, field="--compute-slowdown")
+    if measured.factor < 1.0:
+        raise OptionError(f"the profile measured compute beside communication at {measured.factor:.3f}x "
+                          "its time alone, below 1 (noise: the model cannot make compute faster); "
+                          "give 'off' or a factor >= 1", file=profile, field="--compute-slowdown")
+    return AppliedSlowdown(factor=measured.factor,
+                           source=f"calibrated on {model.source}: {measured.how}")
 
 
 def _union(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:

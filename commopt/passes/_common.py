@@ -257,7 +257,8 @@ def most_robust(graph: Graph, ctx, found: list[tuple[tuple, list[int]]]) -> list
     if len(near) < 2 or len(near) * (4 + RANDOM_DRAWS) * len(graph) > ROBUST_WORK:
         return best
     scenarios = perturbations(graph, ctx.durations_us)
-    scored = [(makespan_range(graph, c, ctx.durations_us, nominal_us=k[0], scenarios=scenarios).worst_us, k, c)
+    scored = [(makespan_range(graph, c, ctx.durations_us, nominal_us=k[0], scenarios=scenarios,
+                              compute_slowdown=ctx.compute_slowdown).worst_us, k, c)
               for k, c in near]
     worst_of_best = scored[0][0]
     better = [t for t in scored if t[0] < worst_of_best * (1.0 - ROBUST_GAIN)]
@@ -281,6 +282,7 @@ def degrades_no_more(graph: Graph, ctx, current: list[int], current_us: float, c
     if memo.get("order") != key:
         memo["order"] = key
         memo["worst"] = makespan_range(graph, current, ctx.durations_us, nominal_us=current_us,
-                                       scenarios=sc).worst_us
-    worst = makespan_range(graph, cand, ctx.durations_us, nominal_us=cand_us, scenarios=sc).worst_us
+                                       scenarios=sc, compute_slowdown=ctx.compute_slowdown).worst_us
+    worst = makespan_range(graph, cand, ctx.durations_us, nominal_us=cand_us, scenarios=sc,
+                           compute_slowdown=ctx.compute_slowdown).worst_us
     return worst <= memo["worst"] * (1.0 + 1e-9)

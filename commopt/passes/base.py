@@ -53,7 +53,10 @@ class PassContext:
       estimator chain); None when durations were given per node, so no pass may add nodes;
     - ``not_one_program``: why it is not proven that every rank runs this same program
       (:func:`commopt.cross_group.not_one_program`); None: proven. A pass that changes which
-      collectives exist (bucketing) needs the proof: every rank must merge alike.
+      collectives exist (bucketing) needs the proof: every rank must merge alike;
+    - ``compute_slowdown``: compute runs this many times as long beside communication in
+      every simulation of an order (:mod:`commopt.sim.engine`; 1: not modelled). A pass that
+      replays orders itself passes it on (``simulate(..., compute_slowdown=...)``).
     """
 
     durations_us: Sequence[float]
@@ -64,6 +67,7 @@ class PassContext:
     footprint_budget: Any = None
     estimate: Callable[[Node, Graph], float] | None = None
     not_one_program: str | None = None
+    compute_slowdown: float = 1.0
     _sims: dict[tuple[int, tuple[int, ...]], Any] = field(
         default_factory=dict, compare=False, repr=False)
 
@@ -75,7 +79,7 @@ class PassContext:
         key = (id(graph), tuple(order))
         hit = self._sims.get(key)  # values hold the graph, so its id is not reused meanwhile
         if hit is None:
-            hit = (graph, simulate(graph, key[1], self.durations_us))
+            hit = (graph, simulate(graph, key[1], self.durations_us, compute_slowdown=self.compute_slowdown))
             if len(self._sims) >= 4:
                 del self._sims[next(iter(self._sims))]
             self._sims[key] = hit
@@ -117,6 +121,7 @@ class PassContext:
         footprint_budget: Any = None,
         estimate: Callable[[Node, Graph], float] | None = None,
         not_one_program: str | None = None,
+        compute_slowdown: float = 1.0,
     ) -> PassContext:
         """A context whose budget is :func:`commopt.sim.memory.memory_budget` of the original
         order (padded peak x ``(1 + max_memory_increase)``, the same on every rank)."""
@@ -132,6 +137,7 @@ class PassContext:
             footprint_budget=footprint_budget,
             estimate=estimate,
             not_one_program=not_one_program,
+            compute_slowdown=compute_slowdown,
         )
 
     def with_durations(self, durations_us: Sequence[float]) -> PassContext:

@@ -30,7 +30,8 @@ class BucketPass(Pass):
             return list(order)
         baseline = ctx.simulate(graph, order).makespan_us
         choice = choose_buckets(graph, order, ctx.durations_us, ctx.estimate,
-                                lambda g, o: ctx.fits(g, o), baseline)
+                                lambda g, o: ctx.fits(g, o), baseline,
+                                compute_slowdown=ctx.compute_slowdown)
         if choice.best is None:
             return list(order)
         rw = choice.best.rewritten

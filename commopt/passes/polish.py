@@ -139,7 +139,7 @@ class _Descent:
             if not _unseen(first, seen):
                 continue
             trials -= 1
-            sim = simulate(self.graph, first, self.ctx.durations_us)
+            sim = simulate(self.graph, first, self.ctx.durations_us, compute_slowdown=self.ctx.compute_slowdown)
             if sim.makespan_us <= limit:
                 trials, found = self._second_move(first, sim, seen, trials)
                 if found:
@@ -159,7 +159,8 @@ class _Descent:
             if not _unseen(cand, seen):
                 continue
             trials -= 1
-            if makespan_us(self.graph, cand, self.ctx.durations_us) < target and self._take_shorter(cand):
+            if makespan_us(self.graph, cand, self.ctx.durations_us,
+                           compute_slowdown=self.ctx.compute_slowdown) < target and self._take_shorter(cand):
                 return trials, True
         return trials, False
 
@@ -191,13 +192,13 @@ class _Descent:
 
         graph, ctx = self.graph, self.ctx
         if not ctx.fits(graph, cand):
-            cand = _compacted(graph, cand, ctx.durations_us, ctx.allow_cross_group_reorder)
+            cand = _compacted(graph, cand, ctx.durations_us, ctx.allow_cross_group_reorder, ctx.compute_slowdown)
             # the compaction re-sorts the whole order: it is checked here, not only by the
             # pass manager after the pass (which would end the run), so a slip only loses the pair
             if cand is None or check_order(graph, cand, allow_cross_group_reorder=ctx.allow_cross_group_reorder) \
                     or not ctx.fits(graph, cand):
                 return False
-        s2 = simulate(graph, cand, ctx.durations_us)
+        s2 = simulate(graph, cand, ctx.durations_us, compute_slowdown=ctx.compute_slowdown)
         if s2.makespan_us >= self.key[0] * (1.0 - 1e-9):
             return False
         self.current, self.sim, self.key = cand, s2, (s2.makespan_us, s2.exposed_comm_us)
@@ -241,7 +242,7 @@ class _Descent:
         graph, ctx, key = self.graph, self.ctx, self.key
         if not ctx.fits(graph, cand):
             return False
-        s2 = simulate(graph, cand, ctx.durations_us)
+        s2 = simulate(graph, cand, ctx.durations_us, compute_slowdown=ctx.compute_slowdown)
         k2 = (s2.makespan_us, s2.exposed_comm_us)
         if k2[0] <= key[0] and k2[1] < key[1] - 1e-9 and (
                 k2[0] < key[0] * (1.0 - 1e-9)
@@ -339,7 +340,7 @@ def _fillers_before(graph: Graph, current: list[int], pos: list[int], chain_prev
 
 
 def _compacted(graph: Graph, order: list[int], durations_us: Sequence[float],
-               allow_cross_group: bool) -> list[int] | None:
+               allow_cross_group: bool, compute_slowdown: float = 1.0) -> list[int] | None:
     """``order`` with the same timeline holding buffers for less long: each collective that
     queues (its stream or inputs not ready at the issue) issued as late as it still starts
     when it did, each wait as early as its collective has finished (:func:`_late_issues`,
@@ -347,7 +348,7 @@ def _compacted(graph: Graph, order: list[int], durations_us: Sequence[float],
     changed."""
     from commopt.sim.engine import makespan_us, node_times
 
-    times = node_times(graph, order, durations_us)
+    times = node_times(graph, order, durations_us, compute_slowdown=compute_slowdown)
     clock = _clock_before(graph, order, times)
     pos = Schedule(order, len(graph)).positions
     slot = _late_issues(graph, order, pos, times, clock, allow_cross_group)
@@ -357,8 +358,9 @@ def _compacted(graph: Graph, order: list[int], durations_us: Sequence[float],
     # a moved node goes right before the node at its slot: collectives before waits there
     keyed = sorted(order, key=lambda v: (slot[v], graph.nodes[v].kind is NodeKind.WAIT, pos[v])
                    if v in slot else (pos[v], 2, 0))
-    before = makespan_us(graph, order, durations_us)
-    if abs(makespan_us(graph, keyed, durations_us) - before) > 1e-9 * max(1.0, before):
+    before = makespan_us(graph, order, durations_us, compute_slowdown=compute_slowdown)
+    if abs(makespan_us(graph, keyed, durations_us, compute_slowdown=compute_slowdown) - before) \
+            > 1e-9 * max(1.0, before):
         return None
     return keyed
 

@@ -66,14 +66,15 @@ def compare_graphs(
     from commopt.sim import simulate
 
     # each order is simulated once: the report, the size sweep and the robustness share it
-    before_sim = simulate(graph, graph.original_order, durations)
-    after_sim = simulate(graph, after, durations) if after is not None else None
+    slow = chain.compute_slowdown
+    before_sim = simulate(graph, graph.original_order, durations, compute_slowdown=slow)
+    after_sim = simulate(graph, after, durations, compute_slowdown=slow) if after is not None else None
     final_sim = after_sim or before_sim
-    entry = _data_dependent(graph, after, chain.durations, before_sim, final_sim)
+    entry = _data_dependent(graph, after, chain.durations, before_sim, final_sim, slow)
     if entry is not None:
         notes[:0] = [entry.statement, range_line(entry)]
     footprint, robustness = _footprint_and_robustness(graph, after, durations, increase, notes,
-                                                      before_sim, final_sim)
+                                                      before_sim, final_sim, compute_slowdown=slow)
     return build_report(graph, graph.original_order, after, durations,
                         estimator_name=chain.name, top=top, memory_budget_bytes=budget,
                         notes=notes, data_dependent=entry, optimized=optimized,
@@ -90,14 +91,15 @@ def _bucketed(graph: Graph, bucketed: Graph, chain, durations, max_memory_increa
 
     increase = DEFAULT_MAX_MEMORY_INCREASE if max_memory_increase is None else max_memory_increase
     after_durations = chain.durations(bucketed)
-    before_sim = simulate(graph, graph.original_order, durations)
-    after_sim = simulate(bucketed, bucketed.original_order, after_durations)
+    slow = chain.compute_slowdown
+    before_sim = simulate(graph, graph.original_order, durations, compute_slowdown=slow)
+    after_sim = simulate(bucketed, bucketed.original_order, after_durations, compute_slowdown=slow)
     notes = [*graph.meta.get("load_warnings", ()), *chain.notes,
              f"'after' is {_name(bucketed)}, which merges {len(graph.collectives())} collectives into "
              f"{len(bucketed.collectives())} (buckets recorded in the file), in its own order"]
     footprint, robustness = _footprint_and_robustness(
         graph, bucketed.original_order, durations, increase, notes, before_sim, after_sim,
-        after_graph=bucketed, after_durations=after_durations)
+        after_graph=bucketed, after_durations=after_durations, compute_slowdown=slow)
     return build_report(bucketed, graph.original_order, bucketed.original_order, after_durations,
                         estimator_name=chain.name, top=top,
                         memory_budget_bytes=memory_budget(graph, increase), notes=notes,
@@ -107,11 +109,12 @@ def _bucketed(graph: Graph, bucketed: Graph, chain, durations, max_memory_increa
 
 def _footprint_and_robustness(graph: Graph, after, durations, increase: float, notes: list[str],
                               before_sim, final_sim, *, after_graph: Graph | None = None,
-                              after_durations=None):
+                              after_durations=None, compute_slowdown: float = 1.0):
     """The summary's footprint and robustness entries for both orders (None without
     collectives): what the runner would hold with the default buffer plan, and the makespans
     under +-30% cost errors. ``after_graph`` (with ``after_durations``): the program ``after``
-    orders when it is a rewrite of ``graph`` (bucketing)."""
+    orders when it is a rewrite of ``graph`` (bucketing); ``compute_slowdown`` as in
+    :func:`commopt.sim.simulate`."""
     from commopt.buffers.footprint import FootprintBudget, footprint_summary
     from commopt.sim.robustness import robustness_summary
 
@@ -123,17 +126,19 @@ def _footprint_and_robustness(graph: Graph, after, durations, increase: float, n
     footprint = footprint_summary(final_graph, final, budget, notes)
     robustness = robustness_summary(graph, graph.original_order, final, durations,
                                     before_sim.makespan_us, final_sim.makespan_us,
-                                    after_graph=after_graph, after_durations_us=after_durations)
+                                    after_graph=after_graph, after_durations_us=after_durations,
+                                    compute_slowdown=compute_slowdown)
     return footprint, robustness
 
 
-def _data_dependent(graph: Graph, after, durations_of, before_sim, final_sim):
+def _data_dependent(graph: Graph, after, durations_of, before_sim, final_sim, compute_slowdown: float = 1.0):
     """The data-dependent sizes entry of the report (None: every size is static)."""
     if not data_dependent_sizes(graph):
         return None
     final = after if after is not None else graph.original_order
     return data_dependent_entry(graph, graph.original_order, final, durations_of,
-                                (sim_numbers(before_sim), sim_numbers(final_sim)))
+                                (sim_numbers(before_sim), sim_numbers(final_sim)),
+                                compute_slowdown=compute_slowdown)
 
 
 def _name(graph: Graph) -> str:

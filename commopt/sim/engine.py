@@ -10,7 +10,12 @@ Model (docs/design.md, "Simulating an order"; the rules live in :mod:`commopt.si
 - a wait blocks the compute stream until its collective finished; the idle time is the
   collective's exposed time. A wait's own duration (normally 0) runs after that;
 - a node that reads a collective's value without a wait (an order the checker rejects)
-  still waits for the data: its idle time is also charged to that collective.
+  still waits for the data: its idle time is also charged to that collective;
+- with a ``compute_slowdown`` factor above 1 (an estimator option, off by default), a compute
+  node runs that many times as long while any collective is in flight
+  (:func:`commopt.sim.model.stretched_end`). Every collective that can overlap a compute node
+  was issued before it in the order, so its flight is known when the node is replayed.
+  Durations only grow, so every lower bound stays valid.
 """
 
 from __future__ import annotations
@@ -26,13 +31,15 @@ from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.sim.bounds import lower_bounds
 from commopt.sim.memory import peak_memory
-from commopt.sim.model import step_durations, stream_of
+from commopt.sim.model import check_compute_slowdown, step_durations, stream_of, stretched_end
 from commopt.sim.result import COMPUTE_LANE, CollectiveTiming, SimEvent, SimResult, comm_lane
 
 
-def simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) -> SimResult:
+def simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float], *,
+             compute_slowdown: float = 1.0) -> SimResult:
     """Simulate ``order`` (a :class:`~commopt.ir.schedule.Schedule` or any permutation of node
-    indices) with per-node ``durations_us``.
+    indices) with per-node ``durations_us``; compute runs ``compute_slowdown`` times as long
+    beside communication (module docstring).
 
     Raises :class:`~commopt.errors.InvariantViolation` when a wait comes before its
     collective; :class:`~commopt.ir.schedule.ScheduleError` when the order is not a
@@ -40,7 +47,7 @@ def simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) 
     """
     order = Schedule.of(graph, order)
     dur = step_durations(graph, durations_us)
-    replay = _Replay(graph, dur)
+    replay = _Replay(graph, dur, compute_slowdown)
     replay.run(order)
     return replay.result(order)
 
@@ -55,20 +62,28 @@ class NodeTimes:
     issue: list[float]
 
 
-def node_times(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) -> NodeTimes:
+def node_times(graph: Graph, order: Sequence[int], durations_us: Sequence[float], *,
+               compute_slowdown: float = 1.0) -> NodeTimes:
     """Every node's times in the replay of ``order`` (the same replay as :func:`simulate`),
     e.g. to warm-start a solver with a known schedule."""
     order = Schedule.of(graph, order)
-    replay = _Replay(graph, step_durations(graph, durations_us))
+    replay = _Replay(graph, step_durations(graph, durations_us), compute_slowdown)
     replay.run(order)
     return NodeTimes(list(replay.start), list(replay.end), list(replay.issue))
 
 
-def makespan_us(graph: Graph, order: Sequence[int], durations_us: Sequence[float]) -> float:
+def makespan_us(graph: Graph, order: Sequence[int], durations_us: Sequence[float], *,
+                compute_slowdown: float = 1.0) -> float:
     """The makespan :func:`simulate` gives ``order``, without the rest of its result (lower
     bound, memory, timings): for callers that replay one order under many cost variants
     (:mod:`commopt.sim.robustness`)."""
-    return _makespan(graph, Schedule.of(graph, order), step_durations(graph, durations_us))
+    order = Schedule.of(graph, order)
+    dur = step_durations(graph, durations_us)
+    if compute_slowdown != 1.0:
+        replay = _Replay(graph, dur, compute_slowdown)
+        replay.run(order)
+        return replay.makespan()
+    return _makespan(graph, order, dur)
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,9 +152,12 @@ class _Replay:
     exposed time, the events drawn in reports. :meth:`run` advances it through an order
     (rules in the module docstring); :meth:`result` sums it up."""
 
-    def __init__(self, graph: Graph, dur: list[float]) -> None:
+    def __init__(self, graph: Graph, dur: list[float], compute_slowdown: float = 1.0) -> None:
         n = len(graph.nodes)
         self.graph, self.nodes, self.dur = graph, graph.nodes, dur
+        self.slowdown = check_compute_slowdown(compute_slowdown)
+        self.flights: list[tuple[float, float]] = []  # issued collectives not yet known to be over
+        self.slowed_us = 0.0  # compute time added by the slowdown
         self.end = [0.0] * n  # when each node's value is ready
         self.start = [0.0] * n
         self.issue = [-1.0] * n  # collectives only
@@ -159,6 +177,7 @@ class _Replay:
             NodeKind.COLLECTIVE, NodeKind.WAIT, NodeKind.VIEW, NodeKind.COMPUTE)
         t = 0.0
         total_compute = 0.0
+        slow = self.slowdown != 1.0
         for i in order:
             node = nodes[i]
             kind = node.kind
@@ -181,11 +200,21 @@ class _Replay:
                     s = ready
                 start[i] = s
                 t = end[i] = s + dur[i]
+                if slow and kind is kind_compute:
+                    t = end[i] = self._stretched(s, dur[i])
                 if kind is kind_compute:
                     total_compute += dur[i]
                     events.append(SimEvent(i, COMPUTE_LANE, s, t))
         self.t = t
         self.total_compute += total_compute
+
+    def _stretched(self, s: float, work: float) -> float:
+        """End of a compute node of ``work`` started at ``s``, slowed beside the flights
+        (those over by ``s`` are dropped: later compute starts later still)."""
+        flights = self.flights = [f for f in self.flights if f[1] > s]
+        e = stretched_end(s, work, flights, self.slowdown)
+        self.slowed_us += e - s - work
+        return e
 
     def _issue(self, i: int, group: str, ready: float, t: float) -> None:
         """Issue collective ``i`` at ``t``: it starts when its inputs are ready and its stream
@@ -197,6 +226,8 @@ class _Replay:
         self.comm_by_group[group] = self.comm_by_group.get(group, 0.0) + self.dur[i]
         self.issued.append(i)
         self.events.append(SimEvent(i, comm_lane(group), s, e))
+        if self.slowdown != 1.0:
+            self.flights.append((s, e))
 
     def _wait(self, i: int, node, ready: float, t: float) -> float:
         """Wait ``i`` at ``t``: the compute stream blocks until the collective finished (the
@@ -244,6 +275,8 @@ class _Replay:
             collectives=[self._timing(c) for c in self.issued],
             memory_curve=self._memory_curve(order, curve),
             lower_bounds=bounds,
+            compute_slowdown=self.slowdown,
+            slowed_compute_us=self.slowed_us,
         )
 
     def _timing(self, c: int) -> CollectiveTiming:

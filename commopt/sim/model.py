@@ -5,6 +5,9 @@ and the compute-overlap list scheduler (:mod:`commopt.passes.compute_overlap`) a
 about the same machine, so its rules live here once:
 
 - **durations**: inputs, outputs and views take no time (:func:`step_durations`);
+- **compute slowdown** (off unless asked for): a compute kernel runs ``factor`` times as
+  long while any collective is in flight, since NCCL kernels occupy SMs
+  (:func:`stretched_end`, :func:`check_compute_slowdown`);
 - **streams**: compute runs on one stream, each process group's collectives on a FIFO stream
   of their own; a successor of a collective needs it *finished* only when it waits for it,
   reads its value or queues behind it on its group's stream, otherwise only *issued*
@@ -58,6 +61,51 @@ def _zero_time(graph: Graph) -> bytes:
     if cached is None:
         cached = _ZERO_TIME[graph] = bytes(node.kind in ZERO_TIME_KINDS for node in graph.nodes)
     return cached
+
+
+def check_compute_slowdown(factor: float) -> float:
+    """``factor`` as a compute slowdown: a finite number >= 1, else ``ValueError``.
+
+    Below 1 compute would run faster beside communication, and every lower bound
+    (:mod:`commopt.sim.bounds`) assumes a kernel takes at least its duration.
+    """
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1.0 <= factor < math.inf:
+        raise ValueError(f"a compute slowdown is a finite number >= 1, not {factor!r}")
+    return float(factor)
+
+
+def stretched_end(start: float, work: float, flights: Sequence[tuple[float, float]],
+                  factor: float) -> float:
+    """When a compute kernel of ``work`` microseconds started at ``start`` ends, if it runs
+    ``factor`` times as long while any of ``flights`` (collectives' (start, end), in any
+    order, overlapping or not) is in flight and at full speed otherwise."""
+    cursor, left = start, work
+    if left <= 0.0:
+        return cursor
+    for a, b in _merged_after(flights, start):
+        if a > cursor:
+            if left <= a - cursor:
+                return cursor + left
+            left -= a - cursor
+            cursor = a
+        slowed = (b - cursor) / factor
+        if left <= slowed:
+            return cursor + left * factor
+        left -= slowed
+        cursor = b
+    return cursor + left
+
+
+def _merged_after(flights: Sequence[tuple[float, float]], t: float) -> list[tuple[float, float]]:
+    """The union of ``flights`` from ``t`` on, as sorted disjoint intervals."""
+    merged: list[tuple[float, float]] = []
+    for a, b in sorted((max(a, t), b) for a, b in flights if b > t):
+        if merged and a <= merged[-1][1]:
+            if b > merged[-1][1]:
+                merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    return merged
 
 
 def stream_of(node: Node) -> str | None:

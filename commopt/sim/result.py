@@ -57,7 +57,9 @@ class SimResult:
     - ``peak_memory_bytes``: peak of live tensor bytes along the order (views allocate
       nothing; storage is freed after the last use of any of its aliases);
     - ``events``: every compute and communication span, for reports;
-    - ``memory_curve``: (time_us, live bytes) after each change.
+    - ``memory_curve``: (time_us, live bytes) after each change;
+    - ``compute_slowdown``: the factor compute ran at beside communication (1: not modelled);
+      ``slowed_compute_us``: the time it added (``total_compute_us`` is without it).
     """
 
     makespan_us: float
@@ -72,6 +74,8 @@ class SimResult:
     collectives: list[CollectiveTiming] = field(default_factory=list)
     memory_curve: list[tuple[float, int]] = field(default_factory=list)
     lower_bounds: LowerBounds | None = None
+    compute_slowdown: float = 1.0
+    slowed_compute_us: float = 0.0
 
     @property
     def total_comm_us(self) -> float:

@@ -74,10 +74,12 @@ def perturbations(graph: Graph, durations_us: Sequence[float],
 
 def makespan_range(graph: Graph, order: Sequence[int], durations_us: Sequence[float], *,
                    nominal_us: float | None = None,
-                   scenarios: list[tuple[str, list[float]]] | None = None) -> MakespanRange:
+                   scenarios: list[tuple[str, list[float]]] | None = None,
+                   compute_slowdown: float = 1.0) -> MakespanRange:
     """``order``'s makespan under every perturbation of ``durations_us`` (module docstring).
     ``nominal_us`` (the makespan at the estimates, if already simulated) and ``scenarios``
-    (:func:`perturbations`, to share between orders) save work."""
+    (:func:`perturbations`, to share between orders) save work; ``compute_slowdown`` as in
+    :func:`commopt.sim.simulate`."""
     from commopt.ir.schedule import Schedule
     from commopt.sim.engine import makespan_us
 
@@ -85,12 +87,13 @@ def makespan_range(graph: Graph, order: Sequence[int], durations_us: Sequence[fl
     if scenarios is None:
         scenarios = perturbations(graph, durations_us)
     if nominal_us is None:
-        nominal_us = makespan_us(graph, order, durations_us)
-    spans = makespans(graph, order, [durs for _, durs in scenarios])
+        nominal_us = makespan_us(graph, order, durations_us, compute_slowdown=compute_slowdown)
+    spans = makespans(graph, order, [durs for _, durs in scenarios], compute_slowdown=compute_slowdown)
     return MakespanRange(nominal_us, tuple((name, m) for (name, _), m in zip(scenarios, spans, strict=True)))
 
 
-def makespans(graph: Graph, order: Sequence[int], duration_lists: Sequence[Sequence[float]]) -> list[float]:
+def makespans(graph: Graph, order: Sequence[int], duration_lists: Sequence[Sequence[float]], *,
+              compute_slowdown: float = 1.0) -> list[float]:
     """The makespan :func:`commopt.sim.engine.makespan_us` gives ``order`` under each of
     ``duration_lists`` (the engine replays an order without events: about 0.07 s per
     100,000-node order, so the scenarios need no simulator of their own)."""
@@ -98,28 +101,30 @@ def makespans(graph: Graph, order: Sequence[int], duration_lists: Sequence[Seque
     from commopt.sim.engine import makespan_us
 
     order = Schedule.of(graph, order)
-    return [makespan_us(graph, order, durs) for durs in duration_lists]
+    return [makespan_us(graph, order, durs, compute_slowdown=compute_slowdown) for durs in duration_lists]
 
 
 def robustness_summary(graph: Graph, before_order: Sequence[int], after_order: Sequence[int],
                        durations_us: Sequence[float], before_makespan_us: float,
                        after_makespan_us: float, *, after_graph: Graph | None = None,
-                       after_durations_us: Sequence[float] | None = None):
+                       after_durations_us: Sequence[float] | None = None,
+                       compute_slowdown: float = 1.0):
     """The summary's and the report's robustness entry
     (:class:`~commopt.schemas.summary.Robustness`): both orders' makespans under every
     scenario, the same perturbed durations for both. ``after_graph`` (with its
     ``after_durations_us``): the program ``after_order`` orders when a pass rewrote
-    ``graph``; its scenarios are drawn the same way for its own nodes."""
+    ``graph``; its scenarios are drawn the same way for its own nodes. ``compute_slowdown``
+    as in :func:`commopt.sim.simulate`."""
     from commopt.schemas.summary import Robustness, ScenarioMakespans
 
     scenarios = perturbations(graph, durations_us)
     before = makespan_range(graph, before_order, durations_us, nominal_us=before_makespan_us,
-                            scenarios=scenarios)
+                            scenarios=scenarios, compute_slowdown=compute_slowdown)
     if after_graph is not None and after_graph is not graph:
         graph, durations_us = after_graph, after_durations_us
         scenarios = perturbations(graph, durations_us)
     after = makespan_range(graph, after_order, durations_us, nominal_us=after_makespan_us,
-                           scenarios=scenarios)
+                           scenarios=scenarios, compute_slowdown=compute_slowdown)
     return Robustness(
         cost_error=COST_ERROR,
         scenarios=[ScenarioMakespans(scenario=name, before_us=b, after_us=a)

@@ -107,3 +107,12 @@ def test_outputs_are_byte_identical_under_any_hash_seed(tmp_path: Path):
         assert done.returncode == 0, done.stderr
     for name in ("g.json", "summary.json"):
         assert (tmp_path / "0" / name).read_bytes() == (tmp_path / "12345" / name).read_bytes()
+
+
+@pytest.mark.parametrize("value, says", [("0.5", "factor >= 1"), ("calibrated", "needs --profile")])
+def test_a_compute_slowdown_that_cannot_apply_is_one_line_exit_2(graph_file: Path, tmp_path: Path, capsys,
+                                                                 value, says):
+    assert _run(["optimize", str(graph_file), "-o", str(tmp_path / "o"), "--compute-slowdown", value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0] and "--compute-slowdown" in err[0]
+    assert not (tmp_path / "o").exists()

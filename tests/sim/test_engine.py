@@ -209,3 +209,63 @@ def test_lower_bound_never_exceeds_the_makespan(case):
 def test_simulation_is_deterministic(case):
     g, order, durations = case
     assert simulate(g, order, durations) == simulate(g, order, durations)
+
+
+def test_compute_beside_a_collective_runs_slower():
+    g = _one_allreduce()
+    d = _durations(g, a=10, c=30, b=5, d=4)
+    r = simulate(g, g.original_order, d, compute_slowdown=2.0)
+    # c runs 10-40; b starts at 10 beside it: 5 us of work take 10-20; d (40-44) is alone
+    spans = {e.node: (e.start_us, e.end_us) for e in r.events}
+    assert spans[g.index_of["b"]] == (10, 20)
+    assert spans[g.index_of["d"]] == (40, 44)
+    assert r.makespan_us == 44 and r.exposed_comm_us == 20
+    assert (r.compute_slowdown, r.slowed_compute_us, r.total_compute_us) == (2.0, 5.0, 19)
+
+
+def test_a_kernel_part_beside_communication_is_slowed_for_that_part():
+    g = _one_allreduce()
+    # b (10-...) has 50 us of work: 30 us beside c (10-40) do 15 of it, the other 35 run alone
+    r = simulate(g, g.original_order, _durations(g, a=10, c=30, b=50, d=4), compute_slowdown=2.0)
+    assert {e.node: e.end_us for e in r.events if e.lane == COMPUTE_LANE}[g.index_of["b"]] == 75
+    assert r.makespan_us == 79 and r.slowed_compute_us == 15
+
+
+def test_stretched_end_over_gaps_and_overlapping_flights():
+    from commopt.sim.model import stretched_end
+
+    assert stretched_end(0, 10, [], 3.0) == 10
+    assert stretched_end(0, 0, [(0, 5)], 3.0) == 0
+    # flights 2-6 and 4-8 (one busy span 2-8) and 12-20; 10 us of work: 2 alone (0-2), 2 at a
+    # third (2-8), 4 alone (8-12), the last 2 at a third (12-18)
+    assert stretched_end(0, 10, [(12, 20), (4, 8), (2, 6)], 3.0) == pytest.approx(18.0)
+    assert stretched_end(5, 1, [(0, 100)], 1.5) == pytest.approx(6.5)
+    assert stretched_end(50, 4, [(0, 40)], 2.0) == 54  # a flight over before the start
+
+
+@pytest.mark.parametrize("factor", [0.5, float("nan"), float("inf"), True, "2"])
+def test_a_slowdown_is_a_finite_factor_of_at_least_one(factor):
+    g = _one_allreduce()
+    with pytest.raises(ValueError, match="compute slowdown"):
+        simulate(g, g.original_order, [1.0] * len(g), compute_slowdown=factor)
+
+
+@given(graphs_and_orders(), st.sampled_from([1.0, 1.05, 1.5, 3.0]))
+def test_slowdown_lengthens_by_at_most_its_factor(case, factor):
+    from commopt.sim.engine import makespan_us, node_times
+
+    g, order, durations = case
+    base = simulate(g, order, durations)
+    slow = simulate(g, order, durations, compute_slowdown=factor)
+    # replay times are max-plus in the durations: longer compute never ends anything sooner,
+    # and no kernel runs longer than factor x its duration
+    assert base.makespan_us - 1e-9 <= slow.makespan_us <= factor * base.makespan_us + 1e-9
+    assert slow.lower_bound_us == base.lower_bound_us <= slow.makespan_us + 1e-9
+    assert makespan_us(g, order, durations, compute_slowdown=factor) == slow.makespan_us
+    times = node_times(g, order, durations, compute_slowdown=factor)
+    assert max(times.end, default=0.0) <= slow.makespan_us
+    if factor == 1.0:
+        assert slow == base
+    lane = sorted((e.start_us, e.end_us) for e in slow.events if e.lane == COMPUTE_LANE)
+    for k in range(1, len(lane)):
+        assert lane[k - 1][1] <= lane[k][0] + 1e-9
