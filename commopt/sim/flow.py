@@ -19,7 +19,15 @@ _EPS = 1e-12
 
 def max_placement(supply: Sequence[float], room: Sequence[float], eligible: Sequence[Sequence[int]]) -> float:
     """The maximum total work placed (module docstring): each kernel at most its supply,
-    each flight at most its room, kernel ``x`` only into flights ``eligible[x]``."""
+    each flight at most its room, kernel ``x`` only into flights ``eligible[x]``. Kernels
+    that may run beside the same flights are one kernel of their summed supply (the same
+    flow: a layer's kernels mostly share their flights)."""
+    merged: dict[tuple[int, ...], float] = {}
+    for s, flights in zip(supply, eligible, strict=True):
+        if s > 0.0 and flights:
+            key = tuple(flights)
+            merged[key] = merged.get(key, 0.0) + float(s)
+    supply, eligible = list(merged.values()), list(merged)
     n_left, n_right = len(supply), len(room)
     source, sink = n_left + n_right, n_left + n_right + 1
     to: list[int] = []
@@ -36,10 +44,9 @@ def max_placement(supply: Sequence[float], room: Sequence[float], eligible: Sequ
 
     total = float(sum(supply))
     for x, s in enumerate(supply):
-        if s > 0.0 and eligible[x]:
-            arc(source, x, float(s))
-            for c in eligible[x]:
-                arc(x, n_left + c, total)
+        arc(source, x, s)
+        for c in eligible[x]:
+            arc(x, n_left + c, total)
     for c, r in enumerate(room):
         if r > 0.0:
             arc(n_left + c, sink, float(r))
