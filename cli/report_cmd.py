@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from commopt.cli.app import App
+from commopt.cli.estimator_options import estimator_options, options_from_cli
 from commopt.cli.options import (
     check_outputs,
     emit_json,
@@ -31,13 +32,6 @@ _file = click.Path(dir_okay=False, path_type=str)
               help="Write a Chrome trace (open in Perfetto or chrome://tracing).")
 @click.option("--markdown", "markdown_path", type=_file, default=None,
               help="Write a Markdown summary (also appended to $GITHUB_STEP_SUMMARY when set).")
-@click.option("--estimator", default=None, metavar="SPEC",
-              help="Estimator chain, e.g. profile,analytical [default: analytical].")
-@click.option("--hardware", default=None, help="Hardware preset or JSON file [default: h100].")
-@click.option("--gpus-per-node", type=click.IntRange(1), default=None,
-              help="GPUs per host, for intra- vs inter-node links [default: 8].")
-@click.option("--profile", default=None, type=_file, help="Calibrated profile or Kineto trace.")
-@click.option("--table", default=None, type=_file, help="Durations table (JSON or CSV).")
 @click.option("--max-memory-increase", type=click.FloatRange(0.0), default=None,
               help="Memory budget used to explain exposure, as a fraction over the original "
                    "peak [default: the passes' default].")
@@ -50,16 +44,15 @@ _file = click.Path(dir_okay=False, path_type=str)
               help="Profiler traces of the same step (files, or a directory of one per rank as "
                    "the runner's --profile DIR writes): measured exposed communication per rank "
                    "beside the simulated. Repeatable.")
+@estimator_options
 @group_options
 @format_option
 @pass_app
 def report_cmd(app: App, graph: str, reordered: str | None, html_path: str | None,
-               trace_path: str | None, markdown_path: str | None, estimator: str | None,
-               hardware: str | None, gpus_per_node: int | None, profile: str | None,
-               table: str | None, max_memory_increase: float | None, top: int,
-               timeline_rows: int, measured: tuple[str, ...], groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str) -> None:
+               trace_path: str | None, markdown_path: str | None, max_memory_increase: float | None, top: int,
+               timeline_rows: int, measured: tuple[str, ...], groups_file: str | None, mesh: str | None,
+               world_size: int | None, fmt: str, **estimator_values) -> None:
     """Show how much communication GRAPH hides, before and after a reorder."""
-    from commopt.estimators import EstimatorOptions
     from commopt.outputs import estimator_inputs
     from commopt.report.compare import compare_graphs
     from commopt.report.html import write_html
@@ -67,11 +60,8 @@ def report_cmd(app: App, graph: str, reordered: str | None, html_path: str | Non
     from commopt.report.text import render_text
     from commopt.report.trace import write_trace
 
-    cfg = app.config.with_overrides({
-        "estimator": estimator, "hardware": hardware, "gpus_per_node": gpus_per_node,
-        "profile": profile, "table": table, "max_memory_increase": max_memory_increase,
-    })
-    est = EstimatorOptions.from_mapping(cfg.values)
+    cfg = app.config.with_overrides({"max_memory_increase": max_memory_increase})
+    est = options_from_cli(app.config, estimator_values)
     check_outputs(app, {"--html": html_path, "--trace": trace_path, "--markdown": markdown_path},
                   {"GRAPH": graph, "--reordered": reordered, "--groups": groups_file},
                   estimator_inputs(est), step_summary=True)

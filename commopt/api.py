@@ -181,9 +181,10 @@ def optimize(
         slowdown = chain.slowdown
     compute_slowdown = 1.0 if slowdown is None else slowdown.factor
     if slowdown is not None:
-        notes.append(f"compute runs {slowdown.factor:.3f}x as long while a collective is in flight "
-                     f"({slowdown.source}): every simulated time includes it; the passes plan "
-                     "without it and keep an order by its simulated makespan with it")
+        from commopt.estimators.slowdown import slowdown_note
+
+        notes.append(slowdown_note(slowdown) + "; the passes plan without it and keep an order "
+                     "by its simulated makespan with it")
     t_est = time.perf_counter() - t1
     freeze_long_lived()  # the durations (and the estimator's caches) live on too
     cross = decide_cross_group(g, allow_cross_group_reorder, estimator=estimator_name)

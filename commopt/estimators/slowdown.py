@@ -101,6 +101,12 @@ def applied_slowdown(spec: str | float | None, profile: str | None = None,
                            source=f"calibrated on {model.source}: {measured.how}")
 
 
+def slowdown_note(slowdown: AppliedSlowdown) -> str:
+    """The note every output with an applied slowdown carries, so no number is read without it."""
+    return (f"compute runs {slowdown.factor:.3f}x as long while a collective is in flight "
+            f"({slowdown.source}): every simulated time includes it")
+
+
 def _union(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
     """Disjoint sorted intervals covering ``spans``."""
     out: list[tuple[float, float]] = []

@@ -44,7 +44,7 @@ def compare_graphs(
     if reordered is not None and reordered.meta.get("buckets"):
         return _bucketed(graph, reordered, chain, durations, max_memory_increase, top)
     after = None
-    notes = [*graph.meta.get("load_warnings", ()), *chain.notes]
+    notes = [*graph.meta.get("load_warnings", ()), *chain.notes, *_slowdown_notes(chain)]
     if reordered is not None:
         after = match_order(graph, reordered, file=reordered.source_path)
         if not keeps_group_order(graph, after):
@@ -94,7 +94,7 @@ def _bucketed(graph: Graph, bucketed: Graph, chain, durations, max_memory_increa
     slow = chain.compute_slowdown
     before_sim = simulate(graph, graph.original_order, durations, compute_slowdown=slow)
     after_sim = simulate(bucketed, bucketed.original_order, after_durations, compute_slowdown=slow)
-    notes = [*graph.meta.get("load_warnings", ()), *chain.notes,
+    notes = [*graph.meta.get("load_warnings", ()), *chain.notes, *_slowdown_notes(chain),
              f"'after' is {_name(bucketed)}, which merges {len(graph.collectives())} collectives into "
              f"{len(bucketed.collectives())} (buckets recorded in the file), in its own order"]
     footprint, robustness = _footprint_and_robustness(
@@ -139,6 +139,13 @@ def _data_dependent(graph: Graph, after, durations_of, before_sim, final_sim, co
     return data_dependent_entry(graph, graph.original_order, final, durations_of,
                                 (sim_numbers(before_sim), sim_numbers(final_sim)),
                                 compute_slowdown=compute_slowdown)
+
+
+def _slowdown_notes(chain) -> list[str]:
+    """The applied compute slowdown's note, if the chain's options asked for one."""
+    from commopt.estimators.slowdown import slowdown_note
+
+    return [slowdown_note(chain.slowdown)] if chain.slowdown is not None else []
 
 
 def _name(graph: Graph) -> str:

@@ -151,9 +151,9 @@ def test_commopts_own_output_is_not_advised_to_be_reordered(tmp_path, samples_di
 
     import commopt
 
-    # llama_tp: its optimized order still leaves room a plain report would point at (fsdp no
-    # longer does since polish learnt delaying moves)
-    result = commopt.optimize(samples_dir / "ws8" / "llama_tp.json", output_dir=tmp_path / "out", timings=False)
+    # the 2-rank fsdp sample: its optimized order is still 6.4% above the lower bound, room a
+    # plain report points at (the 8-rank samples are all within 5% of theirs)
+    result = commopt.optimize(samples_dir / "ws2" / "fsdp.json", output_dir=tmp_path / "out", timings=False)
     written = tmp_path / "out" / result.summary.output
     copy = tmp_path / "copy.json"
     shutil.copy(written, copy)
@@ -194,3 +194,20 @@ def test_optimize_report_shows_the_runners_exact_footprint(tmp_path, samples_dir
     assert report.footprint == result.summary.footprint and report.robustness == result.summary.robustness
     html = (tmp_path / "out" / "report.html").read_text()
     assert "runner footprint" in html and "with every cost off by up to 30%" in html
+
+
+def test_a_compute_slowdown_is_in_the_reports_numbers(graphs, capsys):
+    from commopt.estimators import resolve
+    from commopt.io import load_graph
+    from commopt.report.build import match_order
+    from commopt.sim import simulate
+
+    graph, reordered = graphs
+    assert _run(["report", str(graph), "--reordered", str(reordered), "--compute-slowdown", "1.5",
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    g = load_graph(graph)
+    durations = resolve().durations(g)
+    after = match_order(g, load_graph(reordered))
+    assert doc["after"]["makespan_us"] == simulate(g, after, durations, compute_slowdown=1.5).makespan_us
+    assert any(n.startswith("compute runs 1.500x as long") for n in doc["notes"])
