@@ -17,7 +17,15 @@ from commopt.gc_freeze import collector_paused, freeze_long_lived
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.report.explain import advise, explain_exposed
-from commopt.schemas.report import OverlapReport, ScheduleReport
+from commopt.report.trusted import maker
+from commopt.schemas.report import (
+    CollectiveReport,
+    MemoryPoint,
+    NodeInfo,
+    OverlapReport,
+    ReportEvent,
+    ScheduleReport,
+)
 from commopt.schemas.summary import Certificate
 from commopt.sim.result import COMPUTE_LANE, SimResult, comm_lane
 
@@ -35,6 +43,11 @@ _HIDDEN_KINDS = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW)
 #: A timeline span as a schedule is built from it: (start, step, end, node name, exposed).
 _Span = tuple[float, int, float, str, bool]
 _KIND_LABEL = {k: k.label for k in NodeKind}
+# the report's many rows are valid by construction (every value converted here)
+_event = maker(ReportEvent)
+_node = maker(NodeInfo)
+_collective = maker(CollectiveReport)
+_memory_point = maker(MemoryPoint)
 
 
 # the report is 100,000s of small objects that all live on: no collection scans them while
@@ -103,14 +116,14 @@ def build_report(
         final_sim = before_sim
         top_names = _explain_top(graph, before, before_order, before_sim, durations_us, top,
                                  memory_budget_bytes)
-        before = ScheduleReport.model_validate(before)
+        before = _validated(before)
     else:
-        before = ScheduleReport.model_validate(before)
+        before = _validated(before)
         after = _schedule(graph, after_order, after_sim, "after")
         final_sim = after_sim
         top_names = _explain_top(graph, after, after_order, after_sim, durations_us, top,
                                  memory_budget_bytes)
-        after = ScheduleReport.model_validate(after)
+        after = _validated(after)
     if optimized is None:
         optimized = after_order is not None
     advice = [a.model_dump() for a in advise(graph, durations_us, final_sim, optimized=optimized)]
@@ -121,8 +134,7 @@ def build_report(
     else:
         node_infos = _used_nodes(g0, [before_sim], d0)
         node_infos.update(_used_nodes(graph, [after_sim], durations_us))
-    # pydantic checks nested plain data far faster than it builds 100,000s of models one
-    # call at a time; the schedules are models already and are taken as they are
+    # the schedules and nodes are models already and are taken as they are
     report = OverlapReport.model_validate({
         "graph": graph.name,
         "source": graph.source_path,
@@ -150,7 +162,7 @@ def build_report(
 
 
 def _used_nodes(graph: Graph, sims: Sequence[SimResult],
-                durations_us: Sequence[float]) -> dict[str, dict[str, Any]]:
+                durations_us: Sequence[float]) -> dict[str, NodeInfo]:
     """Node name -> the report's entry, for the nodes the timelines of ``sims`` show, in
     index order."""
     used = bytearray(len(graph))
@@ -196,7 +208,7 @@ def _simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float])
     return simulate(graph, list(order), list(durations_us))
 
 
-def _node_info(graph: Graph, i: int, durations_us: Sequence[float]) -> dict[str, Any]:
+def _node_info(graph: Graph, i: int, durations_us: Sequence[float]) -> NodeInfo:
     node = graph.nodes[i]
     coll = node.collective
     group = None
@@ -207,19 +219,20 @@ def _node_info(graph: Graph, i: int, durations_us: Sequence[float]) -> dict[str,
         src = graph.nodes[node.wait_of].collective
         if src is not None:
             group, ctype = src.group, src.type
-    return {
+    return _node({
         "name": node.name,
         "op": node.op,
         "kind": _KIND_LABEL[node.kind],
         "duration_us": 0.0 if node.kind is NodeKind.WAIT else float(durations_us[i]),
-        "bytes": coll.bytes if coll is not None else node.nbytes,
+        "bytes": int(coll.bytes if coll is not None else node.nbytes),
         "group": group,
         "collective_type": ctype,
-    }
+    })
 
 
 def _schedule(graph: Graph, order: Schedule, sim: SimResult, label: str) -> dict[str, Any]:
-    """The plain data of one schedule (validated with the whole report)."""
+    """The data of one schedule: its events and memory curve as models, its collectives
+    as plain data their reasons are added to (:func:`_validated` makes the model)."""
     by_lane = _spans_by_lane(graph, order, sim)
     colls = _collectives(graph, order, sim)
     coll_groups = {c["group"] for c in colls}
@@ -241,9 +254,15 @@ def _schedule(graph: Graph, order: Schedule, sim: SimResult, label: str) -> dict
         "lanes": lanes,
         "events": events,
         "collectives": colls,
-        "memory_curve": [{"time_us": t, "live_bytes": b}
+        "memory_curve": [_memory_point({"time_us": float(t), "live_bytes": int(b)})
                          for t, b in downsample_peaks(sim.memory_curve, MEMORY_POINTS)],
     }
+
+
+def _validated(schedule: dict[str, Any]) -> ScheduleReport:
+    """The model of a schedule from :func:`_schedule` once its collectives' reasons are in."""
+    schedule["collectives"] = [_collective(c) for c in schedule["collectives"]]
+    return ScheduleReport.model_validate(schedule)
 
 
 def _spans_by_lane(graph: Graph, order: Schedule, sim: SimResult) -> dict[str, list[_Span]]:
@@ -262,7 +281,8 @@ def _spans_by_lane(graph: Graph, order: Schedule, sim: SimResult) -> dict[str, l
         if spans is None:
             spans = by_lane[ev.lane] = []
         # a wait's span is the compute stream idle on communication
-        spans.append((ev.start_us, pos[ev.node], ev.end_us, node.name, node.kind is wait_kind))
+        spans.append((float(ev.start_us), pos[ev.node], float(ev.end_us), node.name,
+                      node.kind is wait_kind))
     return by_lane
 
 
@@ -280,24 +300,24 @@ def _collectives(graph: Graph, order: Schedule, sim: SimResult) -> list[dict[str
             "node": node.name,
             "group": t.group,
             "type": info.type if info is not None else "unknown",
-            "bytes": info.bytes if info is not None else node.nbytes,
+            "bytes": int(info.bytes if info is not None else node.nbytes),
             "issue_step": pos[t.node],
             "wait_step": pos[wait] if wait is not None else None,
-            "issue_us": t.issue_us,
-            "start_us": t.start_us,
-            "end_us": t.end_us,
+            "issue_us": float(t.issue_us),
+            "start_us": float(t.start_us),
+            "end_us": float(t.end_us),
             "wait": nodes[wait].name if wait is not None else None,
             "waits": [nodes[w].name for w in waits],
-            "wait_start_us": t.wait_start_us,
-            "exposed_us": t.exposed_us,
+            "wait_start_us": float(t.wait_start_us) if t.wait_start_us is not None else None,
+            "exposed_us": float(t.exposed_us),
             "reasons": [],
         })
     return colls
 
 
 def _lanes(lane_names: list[str],
-           by_lane: dict[str, list[_Span]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The plain data of the lanes named ``lane_names`` and of their events, lane by lane,
+           by_lane: dict[str, list[_Span]]) -> tuple[list[dict[str, Any]], list[ReportEvent]]:
+    """The plain data of the lanes named ``lane_names`` and their events, lane by lane,
     each lane's by start and step: a span goes to the first row of its lane free by then."""
     lanes: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
@@ -318,8 +338,8 @@ def _lanes(lane_names: list[str],
                 row_ends[row] = end
             if not exposed:
                 busy += end - start
-            events.append({"node": name, "lane": lane, "row": row, "step": step,
-                           "start_us": start, "end_us": end, "exposed": exposed})
+            events.append(_event({"node": name, "lane": lane, "row": row, "step": step,
+                                  "start_us": start, "end_us": end, "exposed": exposed}))
         group = None if lane == COMPUTE_LANE else lane.split(":", 1)[1]
         lanes.append({"name": lane, "group": group, "rows": max(1, len(row_ends)),
                       "events": len(spans), "busy_us": busy})
@@ -359,7 +379,7 @@ def _explain_top(graph: Graph, final: dict[str, Any], order: Sequence[int], sim:
     explained = explain_exposed(graph, order, durations_us, timings, sim,
                                 memory_budget_bytes=budget)
     for c, reasons in zip(chosen, explained, strict=True):
-        c["reasons"] = [r.model_dump() for r in reasons]
+        c["reasons"] = list(reasons)
     return names
 
 
