@@ -150,6 +150,16 @@ def _tp_like():
     return b.build()
 
 
+def _chain_bound_holds_on_every_order(g, *, seed: int, draws: int) -> None:
+    """The chain bound of ``g`` is at most the best makespan over every order, for ``draws``
+    random durations."""
+    rng = random.Random(seed)
+    for _ in range(draws):
+        d = [float(rng.randint(0, 30)) for _ in range(len(g))]
+        lb = lower_bounds(g, step_durations(g, d))
+        assert lb.collective_chain_us <= min(simulate(g, o, d).makespan_us for o in _all_orders(g)) + 1e-9
+
+
 def test_the_collective_chain_bound_counts_the_idle_of_every_flight():
     g = _tp_like()
     d = _durations(g, a1=10, a2=10, ar=20, b1=10, b2=10)
@@ -160,11 +170,7 @@ def test_the_collective_chain_bound_counts_the_idle_of_every_flight():
     # earliest (30), the critical path counts one branch on each side (40)
     assert lb.compute_heads_tails_us == 50 and lb.critical_path_us == 40
     assert lb.collective_chain_us == 60 and lb.value == 60
-    rng = random.Random(3)
-    for _ in range(30):
-        d = [float(rng.randint(0, 30)) for _ in range(len(g))]
-        lb = lower_bounds(g, step_durations(g, d))
-        assert lb.collective_chain_us <= min(simulate(g, o, d).makespan_us for o in _all_orders(g)) + 1e-9
+    _chain_bound_holds_on_every_order(g, seed=3, draws=30)
 
 
 def _two_chained_all_reduces():
@@ -190,11 +196,7 @@ def test_a_kernel_independent_of_several_flights_hides_only_one():
     # k hides one all_reduce; the other flies with the compute stream idle: 25 + 10
     assert best == 35
     assert lb.collective_chain_us == 35 and lb.compute_us == 25
-    rng = random.Random(5)
-    for _ in range(40):
-        d = [float(rng.randint(0, 30)) for _ in range(len(g))]
-        lb = lower_bounds(g, step_durations(g, d))
-        assert lb.collective_chain_us <= min(simulate(g, o, d).makespan_us for o in _all_orders(g)) + 1e-9
+    _chain_bound_holds_on_every_order(g, seed=5, draws=40)
 
 
 def test_a_groups_flights_are_disjoint_in_any_order():
@@ -215,11 +217,7 @@ def test_a_groups_flights_are_disjoint_in_any_order():
     assert min(simulate(g, o, d).makespan_us for o in _all_orders(g)) == 30
     # without the flow each all_reduce counts k as its own independent work: no idle
     assert lb.collective_chain_us == pytest.approx(30) and lb.compute_us == 20
-    rng = random.Random(11)
-    for _ in range(40):
-        d = [float(rng.randint(0, 30)) for _ in range(len(g))]
-        lb = lower_bounds(g, step_durations(g, d))
-        assert lb.collective_chain_us <= min(simulate(g, o, d).makespan_us for o in _all_orders(g)) + 1e-9
+    _chain_bound_holds_on_every_order(g, seed=11, draws=40)
 
 
 @pytest.mark.slow
