@@ -28,7 +28,7 @@ from commopt.codegen.slots import Slot
 from commopt.codegen.spec import EmulatedSpec
 from commopt.errors import GraphError
 from commopt.ir import validate
-from commopt.ir.args import Symbol, iter_refs
+from commopt.ir.args import Symbol, collect_refs
 from commopt.ir.graph import DTYPE_BYTES, Graph, Node, NodeKind, Ref, TensorMeta
 from commopt.ir.sizes import has_data_dependent_output
 
@@ -79,9 +79,13 @@ def check_tensor(graph: Graph, node: Node, meta: TensorMeta) -> None:
 def reads(node: Node) -> tuple[int, ...]:
     """Values a node's step reads or keeps alive until it runs: inputs, references and its
     collective (a wait), each once."""
-    refs = (*node.inputs, *iter_refs(node.args), *iter_refs(node.kwargs))
+    refs = list(node.inputs)
+    if node.args:
+        collect_refs(node.args, refs)
+    if node.kwargs:
+        collect_refs(node.kwargs, refs)
     if node.wait_of is not None:
-        refs = (*refs, node.wait_of)
+        refs.append(node.wait_of)
     return tuple(dict.fromkeys(refs))
 
 
