@@ -158,32 +158,69 @@ def _lists(bufs: np.ndarray, nodes: np.ndarray, n: int) -> list[list[int]]:
     return [flat[a:b] for a, b in zip(starts, ends, strict=True)]
 
 
+class Occupancy:
+    """Byte ranges taken over time, on the segment tree of a :class:`TimeRanges`.
+
+    Every tree node keeps two coalesced sets of byte ranges as flat sorted lists
+    ``[s0, e0, s1, e1, ...]``: ``own`` (ranges taken for the node's whole time range, kept at
+    their canonical nodes) and ``agg`` (the union of ``own`` over the node's subtree). The
+    memory taken during a range is the union of ``agg`` at its canonical nodes and ``own`` at
+    their ancestors: O(log T) sets, short because touching byte ranges merge. This avoids
+    enumerating every pair of lifetimes that overlap (quadratic when some live long).
+    """
+
+    def __init__(self, ranges: TimeRanges) -> None:
+        self.ranges = ranges
+        self._sets: list[list[int] | None] = [None] * (2 * ranges.slots)  # own, then agg
+
+    def taken(self, i: int) -> list[list[int]]:
+        """The sets whose union is the memory taken during lifetime ``i`` (flat lists, not
+        to be changed)."""
+        sets = self._sets
+        return [flat for v in self.ranges.reads[i] if (flat := sets[v]) is not None]
+
+    def take(self, i: int, start: int, end: int) -> None:
+        """Bytes [start, end) taken for all of lifetime ``i``."""
+        sets = self._sets
+        for v in self.ranges.writes[i]:  # add [start, end) to the set, merging what it touches
+            flat = sets[v]
+            if flat is None:
+                sets[v] = [start, end]
+                continue
+            lo = bisect_left(flat, start)
+            first = flat[lo - 1] if lo & 1 else start  # starts in (or touches) a range
+            lo -= lo & 1
+            hi = bisect_right(flat, end)
+            stop = flat[hi] if hi & 1 else end  # ends in (or touches) a range
+            flat[lo:hi + (hi & 1)] = (first, stop)
+
+    def overlaps(self, i: int, start: int, end: int) -> bool:
+        """Whether any byte of [start, end) is taken at some time of lifetime ``i``."""
+        for flat in self.taken(i):
+            k = bisect_right(flat, start)  # ranges are half-open: one ending at start is clear
+            if k & 1 or (k < len(flat) and flat[k] < end):
+                return True
+        return False
+
+
 def greedy_best_fit(order: Sequence[int], sizes: Sequence[int], firsts: Sequence[int],
                     lasts: Sequence[int], *, ranges: TimeRanges | None = None) -> tuple[list[int], int]:
     """Place buffers in ``order``; returns (offsets, arena size).
 
     Each buffer goes into the smallest gap among already placed buffers that overlap it in
     time (lowest offset on ties), else on top of them. Zero-size buffers take offset 0.
-
-    Which memory is taken when comes from a segment tree over time (``ranges``): every tree
-    node keeps two coalesced sets of byte ranges as flat sorted lists ``[s0, e0, s1, e1, ...]``:
-    ``own`` (placed buffers whose range covers the node's whole range, kept at their
-    canonical nodes) and ``agg`` (the union of ``own`` over the node's subtree). The memory
-    taken during a range is the union of ``agg`` at its canonical nodes and ``own`` at their
-    ancestors: O(log T) sets, short because touching byte ranges merge. This avoids
-    enumerating every pair of buffers whose lifetimes overlap (quadratic when some live long).
+    Which memory is taken when comes from an :class:`Occupancy` on ``ranges``.
     """
     if ranges is None:
         ranges = TimeRanges(firsts, lasts)
-    sets: list[list[int] | None] = [None] * (2 * ranges.slots)  # own, then agg (TimeRanges)
-    all_reads, all_writes = ranges.reads, ranges.writes
+    occupancy = Occupancy(ranges)
     offsets = [0] * len(sizes)
     arena = 0
     for i in order:
         size = sizes[i]
         if size <= 0:
             continue
-        found = [flat for v in all_reads[i] if (flat := sets[v]) is not None]
+        found = occupancy.taken(i)
         best_off = 0
         if found:
             if len(found) == 1:
@@ -204,17 +241,7 @@ def greedy_best_fit(order: Sequence[int], sizes: Sequence[int], firsts: Sequence
             best_off = min(fits)[1] if fits else ends[-1]
         offsets[i] = best_off
         end = best_off + size
-        for v in all_writes[i]:  # add [best_off, end) to the set, merging what it touches
-            flat = sets[v]
-            if flat is None:
-                sets[v] = [best_off, end]
-                continue
-            lo = bisect_left(flat, best_off)
-            start = flat[lo - 1] if lo & 1 else best_off  # starts in (or touches) a range
-            lo -= lo & 1
-            hi = bisect_right(flat, end)
-            stop = flat[hi] if hi & 1 else end  # ends in (or touches) a range
-            flat[lo:hi + (hi & 1)] = (start, stop)
+        occupancy.take(i, best_off, end)
         if end > arena:
             arena = end
     return offsets, arena
