@@ -28,7 +28,7 @@ from commopt.codegen.slots import Slot
 from commopt.codegen.spec import EmulatedSpec
 from commopt.errors import GraphError
 from commopt.ir import validate
-from commopt.ir.args import Symbol, iter_refs
+from commopt.ir.args import Symbol, collect_refs
 from commopt.ir.graph import DTYPE_BYTES, Graph, Node, NodeKind, Ref, TensorMeta
 from commopt.ir.sizes import has_data_dependent_output
 
@@ -60,6 +60,10 @@ def _resolvable(op: str) -> bool:
     return bool(_OP_NAME.match(op)) and not any(p.startswith("__") for p in op.split("."))
 
 
+#: :func:`commopt.codegen.scalars.is_scalar_op` once per distinct op string.
+_scalar_op = cache(is_scalar_op)
+
+
 def collective_sources(node: Node) -> list[int]:
     """The nodes whose values a collective sends, one per tensor (its first argument's refs)."""
     if node.args:
@@ -79,9 +83,13 @@ def check_tensor(graph: Graph, node: Node, meta: TensorMeta) -> None:
 def reads(node: Node) -> tuple[int, ...]:
     """Values a node's step reads or keeps alive until it runs: inputs, references and its
     collective (a wait), each once."""
-    refs = (*node.inputs, *iter_refs(node.args), *iter_refs(node.kwargs))
+    refs = list(node.inputs)
+    if node.args:
+        collect_refs(node.args, refs)
+    if node.kwargs:
+        collect_refs(node.kwargs, refs)
     if node.wait_of is not None:
-        refs = (*refs, node.wait_of)
+        refs.append(node.wait_of)
     return tuple(dict.fromkeys(refs))
 
 
@@ -210,7 +218,7 @@ class Lowering:
     def compute(self, node: Node, target: tuple[str, WriteMode] | None) -> tuple:
         if node.op in _GETITEM_OPS and len(node.args) == 2 and isinstance(node.args[0], Ref):
             return ("getitem", self.encode(node, node.args[0]), self.encode(node, node.args[1]))
-        if is_scalar_op(node.op):
+        if _scalar_op(node.op):
             if node.kwargs:
                 raise self.fail(node, f"{node.op} with keyword arguments cannot be generated", "kwargs")
             fn = scalar_function(node.op, len(node.args))
@@ -218,18 +226,19 @@ class Lowering:
                 raise self.fail(node, f"{node.op} with {len(node.args)} argument(s) cannot be "
                                 "generated", "args")
             return ("scalar", fn, [self.encode(node, a) for a in node.args])
-        if has_data_dependent_output(node) and not runnable(node):
+        run = runnable(node)
+        if not run and has_data_dependent_output(node):
             raise self.fail(node, f"{node.op} has no runnable op and a data-dependent output "
                             "size: the runner cannot emulate it (its size is only known when "
                             "the program runs)", "op")
-        if not runnable(node) and node.kind is NodeKind.VIEW and node.alias_of is not None \
+        if not run and node.kind is NodeKind.VIEW and node.alias_of is not None \
                 and len(node.outputs) == 1:
             source = self.graph.nodes[node.alias_of]
             meta = node.outputs[0]
             self.check(node, meta)
             if source.outputs and source.outputs[0].numel == meta.numel:
                 return ("reshape", {REF: node.alias_of}, _shape(meta))
-        if not runnable(node):
+        if not run:
             return ("emulated", *self.emulate(node))
         args, kwargs = [self.encode(node, a) for a in node.args], self.kwargs(node)
         if target is None:

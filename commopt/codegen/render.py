@@ -10,9 +10,11 @@ JSON in a raw string, so the script's syntax does not depend on the graph.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import re
 from importlib import resources
+from itertools import chain
 
 from commopt.codegen.model import RunnerModel
 from commopt.codegen.names import clean, comment
@@ -66,39 +68,55 @@ def check_source(model: RunnerModel, filename: str, *, backend: str | None = Non
 
 #: Exactly these types may appear in a table (subclasses such as IntEnum or numpy scalars
 #: may repr() as something that is not a Python literal).
-_SCALARS = (str, int, bool, type(None))
+_PLAIN_TYPES = frozenset((str, int, bool, type(None), float, list, tuple, dict))
 
 
 def check_data(value: object) -> None:
     """Raise AssertionError unless ``value`` is plain data: str, int, bool, None, finite float,
-    and lists, tuples and str-keyed dicts of those."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        t = type(v)
-        if t in _SCALARS:
-            continue
-        if t is float:
-            if not math.isfinite(v):
-                raise AssertionError(f"non-finite float {v!r} in the runner's data")
-        elif t is list or t is tuple:
-            stack.extend(v)
-        elif t is dict:
-            if not all(type(k) is str for k in v):
+    and lists, tuples and str-keyed dicts of those.
+
+    One nesting level at a time, each level's types and dict keys gathered by C loops
+    (``gc.get_referents`` yields a list's or tuple's items and a dict's values): a 100k-node
+    step table holds over a million values, which a Python loop over each took most of a
+    second to check."""
+    level = [value]
+    while level:
+        types = set(map(type, level))
+        if not types <= _PLAIN_TYPES:
+            v = next(x for x in level if type(x) not in _PLAIN_TYPES)
+            raise AssertionError(f"{type(v).__name__} value in the runner's data: {v!r:.80}")
+        if float in types and not all(map(math.isfinite, [x for x in level if type(x) is float])):
+            v = next(x for x in level if type(x) is float and not math.isfinite(x))
+            raise AssertionError(f"non-finite float {v!r} in the runner's data")
+        if dict in types:
+            keys = chain.from_iterable([x for x in level if type(x) is dict])
+            if not set(map(type, keys)) <= {str}:
                 raise AssertionError("a dict with non-string keys in the runner's data")
-            stack.extend(v.values())
-        else:
-            raise AssertionError(f"{t.__name__} value in the runner's data: {v!r:.80}")
+        # scalars have no referents; a dict with non-string keys (refused above) lists its keys
+        level = gc.get_referents(*level) if types & _CONTAINERS else []
+
+
+_CONTAINERS = frozenset((list, tuple, dict))
 
 
 def _plain(value: object) -> object:
     """Spec dataclasses as tuples of their fields (the rest unchanged). One level only (the
     specs hold no dataclasses; one that did is caught by :func:`check_data`): ``astuple``
-    deep-copies every value, seconds for a 100k-node graph's tables."""
-    if isinstance(value, list):
-        return [tuple(getattr(v, f.name) for f in dataclasses.fields(v))
-                if dataclasses.is_dataclass(v) else v for v in value]
-    return value
+    deep-copies every value, seconds for a 100k-node graph's tables. Whether an item is a
+    dataclass, and its fields, are asked once per type (the tables hold 100,000s of items
+    of one or two types)."""
+    if not isinstance(value, list):
+        return value
+    fields_of: dict[type, tuple[str, ...] | None] = {}
+    out = []
+    for v in value:
+        t = type(v)
+        if t not in fields_of:
+            fields_of[t] = (tuple(f.name for f in dataclasses.fields(v))
+                            if dataclasses.is_dataclass(v) and not isinstance(v, type) else None)
+        names = fields_of[t]
+        out.append(v if names is None else tuple([getattr(v, n) for n in names]))
+    return out
 
 
 def _header(model: RunnerModel) -> str:
@@ -145,8 +163,9 @@ def _json_table(name: str, rows: list, per_line: int = 1) -> str:
     parser takes for the same literal (20 s for a 100k-node step table)."""
     if not rows:
         return f"{name} = []"
-    encoded = [_json_row(r) for r in rows]
-    lines = (", ".join(encoded[k:k + per_line]) for k in range(0, len(encoded), per_line))
+    encoded = list(map(_json_row, rows))
+    lines = encoded if per_line == 1 else (
+        ", ".join(encoded[k:k + per_line]) for k in range(0, len(encoded), per_line))
     # the separators hold no quote: escaping the joined text escapes every row
     text = ",\n    ".join(lines).replace("'", "\\u0027")
     return f"{name} = json.loads(r'''[\n    " + text + "\n]''')"

@@ -4,10 +4,15 @@ then emits those producers writing into their buffer and skips the copy-in."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+from commopt.buffers.offsets import Occupancy, TimeRanges
 from commopt.codegen.lowering import collective_sources, runnable
 from commopt.codegen.out_variants import WriteMode, write_mode
 from commopt.codegen.slots import Slot
-from commopt.ir.graph import Graph
+from commopt.ir.graph import Graph, Node
+
+_IN_PLACE = ("all_reduce", "broadcast")
 
 
 def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
@@ -19,29 +24,21 @@ def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
     write there directly when no other buffer uses those bytes between the producer
     and the collective's issue (the output buffer's lifetime starts at the issue).
     """
-    targets: dict[int, tuple[str, WriteMode]] = {}
-    by_group: dict[str, list[Slot]] = {}
-    for slot in slots.values():
-        by_group.setdefault(slot.group_var, []).append(slot)
-    seen: set[str] = set()
-    for (coll, role, k), slot in sorted(slots.items()):
-        if not slot.zero_copy or role not in ("input", "inout") or slot.var in seen:
-            continue  # a slot shared by several readers is written by its owner's producer
-        seen.add(slot.var)
-        node = graph.nodes[coll]
-        sources = collective_sources(node)
-        if k >= len(sources):
-            continue
-        producer = graph.nodes[sources[k]]
+    windows = {}  # (collective, k) -> (output slot, first, last): the producer's writing window
+    for coll, role, k, node, sources in _candidates(graph, slots):
         out = slots.get((coll, "output", k))
-        if role == "input" and node.collective.type in ("all_reduce", "broadcast") \
-                and out is not None:
-            start, end = pos[producer.index], pos[coll] - 1
-            if any(other is not out and out.clashes(other, start, end)
-                   for other in by_group[out.group_var]):
+        if role == "input" and out is not None and node.collective.type in _IN_PLACE:
+            windows[coll, k] = (out, pos[sources[k]], pos[coll] - 1)
+    busy = _busy(slots, windows)
+    targets: dict[int, tuple[str, WriteMode]] = {}
+    for coll, role, k, node, sources in _candidates(graph, slots):
+        slot = slots[coll, role, k]
+        producer = graph.nodes[sources[k]]
+        if role == "input" and (coll, k) in windows:
+            if busy[coll, k]:
                 continue
-            slot = out
-        if (role == "inout" or node.collective.type in ("all_reduce", "broadcast")) \
+            slot = windows[coll, k][0]
+        if (role == "inout" or node.collective.type in _IN_PLACE) \
                 and list(graph.users(producer.index)) != [coll]:
             continue  # the collective overwrites the value other nodes still read
         if runnable(producer) and len(producer.outputs) == 1 \
@@ -50,3 +47,52 @@ def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
             if mode is not None:
                 targets[producer.index] = (slot.var, mode)
     return targets
+
+
+def _candidates(graph: Graph, slots: dict[tuple[int, str, int], Slot]
+                ) -> Iterator[tuple[int, str, int, Node, list[int]]]:
+    """(collective, role, k, its node, its sources) of each input slot a producer may fill,
+    in key order; a slot shared by several readers once (its owner's producer writes it)."""
+    seen: set[str] = set()
+    for (coll, role, k), slot in sorted(slots.items()):
+        if not slot.zero_copy or role not in ("input", "inout") or slot.var in seen:
+            continue
+        seen.add(slot.var)
+        node = graph.nodes[coll]
+        sources = collective_sources(node)
+        if k < len(sources):
+            yield coll, role, k, node, sources
+
+
+def _busy(slots: dict[tuple[int, str, int], Slot],
+          windows: dict[tuple[int, int], tuple[Slot, int, int]]) -> dict[tuple[int, int], bool]:
+    """Per window (output slot, first, last): whether another slot of its arena shares
+    bytes with the output slot and is live at some position of [first, last]
+    (:meth:`Slot.clashes`). Per arena, the slots' bytes go into an :class:`Occupancy` over
+    their lifetimes and each window asks it once: a scan of every slot per window was
+    quadratic (minutes at a million nodes with tensor parallelism)."""
+    by_group: dict[str, list[Slot]] = {}
+    for slot in {id(s): s for s in slots.values()}.values():
+        by_group.setdefault(slot.group_var, []).append(slot)
+    busy: dict[tuple[int, int], bool] = {}
+    asked: dict[str, list[tuple[tuple[int, int], Slot, int, int]]] = {}
+    for key, (out, first, last) in windows.items():
+        live = out.first <= last and first <= out.last  # out would clash with itself
+        if out.size_bytes <= 0 or live or last < first:  # rare: asked of every slot
+            busy[key] = any(other is not out and out.clashes(other, first, last)
+                            for other in by_group[out.group_var])
+        else:
+            asked.setdefault(out.group_var, []).append((key, out, first, last))
+    for group_var, queries in asked.items():
+        group = by_group[group_var]
+        placed = [s for s in group if s.size_bytes > 0]
+        empty = [s for s in group if s.size_bytes <= 0]  # clash inside a range, Slot.clashes
+        ranges = TimeRanges([s.first for s in placed] + [q[2] for q in queries],
+                            [s.last for s in placed] + [q[3] for q in queries])
+        occupancy = Occupancy(ranges)
+        for i, s in enumerate(placed):
+            occupancy.take(i, s.offset_bytes, s.offset_bytes + s.size_bytes)
+        for j, (key, out, first, last) in enumerate(queries, start=len(placed)):
+            busy[key] = occupancy.overlaps(j, out.offset_bytes, out.offset_bytes + out.size_bytes) \
+                or any(out.clashes(other, first, last) for other in empty)
+    return busy

@@ -33,14 +33,27 @@ class ArgError(ValueError):
 
 def iter_refs(value: Any) -> Iterator[int]:
     """Every node index referenced inside an argument structure, in order."""
+    return iter(collect_refs(value, []))
+
+
+def collect_refs(value: Any, out: list[int]) -> list[int]:
+    """Append every node index referenced inside ``value`` to ``out``, in order; returns
+    ``out``. No generator per nesting level and scalars skipped by exact type: codegen asks
+    this of every node's arguments."""
     if isinstance(value, Ref):
-        yield value.index
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from iter_refs(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from iter_refs(v)
+        out.append(value.index)
+        return out
+    if isinstance(value, dict):
+        value = value.values()
+    elif not isinstance(value, (list, tuple)):
+        return out
+    for v in value:
+        t = type(v)
+        if t is Ref:
+            out.append(v.index)
+        elif t is not int and t is not str and t is not float and v is not None:
+            collect_refs(v, out)
+    return out
 
 
 def encode(value: Any, name_of: Callable[[int], str]) -> Any:

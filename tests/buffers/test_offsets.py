@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 from commopt.buffers.offsets import (
     LOCAL_SEARCH_NAME,
     ORDERINGS,
+    Occupancy,
+    TimeRanges,
     assign_offsets,
     greedy_best_fit,
     lower_bound,
@@ -110,3 +112,30 @@ def test_lower_bound_is_the_largest_sum_of_live_sizes():
         lasts = [f + rng.randint(0, 12) for f in firsts]
         sizes = [rng.choice([0, 1, 512, 4096, 2**20]) for _ in range(n)]
         assert lower_bound(sizes, firsts, lasts) == sweep(sizes, firsts, lasts)
+
+
+@given(buffers_strategy, st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60), st.integers(0, 70),
+                                            st.integers(0, 12)), max_size=20))
+def test_occupancy_answers_what_a_scan_of_every_taken_range_answers(items, queries):
+    """Occupancy.overlaps(i, start, end) is True exactly when some range taken for a lifetime
+    that meets lifetime i shares a byte with [start, end)."""
+    sizes, firsts, lasts = _unpack(items)
+    taken = [(f, la, 7 * k, 7 * k + s // ALIGN)  # byte ranges that overlap one another too
+             for k, (s, f, la) in enumerate(zip(sizes, firsts, lasts, strict=True)) if s > 0]
+    q_firsts = [f for f, _, _, _ in queries]
+    q_lasts = [f + length for f, length, _, _ in queries]
+    occupancy = Occupancy(TimeRanges([t[0] for t in taken] + q_firsts, [t[1] for t in taken] + q_lasts))
+    for i, (_, _, start, end) in enumerate(taken):
+        occupancy.take(i, start, end)
+    for j, (first, last, (_, _, start, units)) in enumerate(zip(q_firsts, q_lasts, queries, strict=True)):
+        end = start + units + 1
+        expected = any(f <= last and first <= la and s < end and start < e for f, la, s, e in taken)
+        assert occupancy.overlaps(len(taken) + j, start, end) == expected
+
+
+def test_occupancy_ranges_that_only_touch_do_not_overlap():
+    occupancy = Occupancy(TimeRanges([0, 0, 5], [3, 3, 9]))
+    occupancy.take(0, 10, 20)
+    assert not occupancy.overlaps(1, 0, 10) and not occupancy.overlaps(1, 20, 30)
+    assert occupancy.overlaps(1, 19, 21) and occupancy.overlaps(1, 0, 11)
+    assert not occupancy.overlaps(2, 10, 20)  # another time
