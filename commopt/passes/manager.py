@@ -71,12 +71,14 @@ class PassManager:
         sim = ctx.simulate(graph, current)
         result = PipelineResult(order=current, initial=sim, final=sim)
         ran: list[str] = []
+        checked = False  # whether ``current`` passed check_order (the input order is not checked)
         for p in self.passes:
             t0 = time.perf_counter()
             proposed = _run_pass(p, graph, current, ctx, ran)
             seconds = time.perf_counter() - t0
             if isinstance(proposed, GraphChange):
                 _check(proposed.graph, proposed.order, ctx, p.name, ran)
+                checked = True
                 graph, ctx = proposed.graph, ctx.with_durations(proposed.durations_us)
                 current = Schedule.of(graph, proposed.order)
                 record = PassRecord(p.name, sim, ctx.simulate(graph, current), seconds, True, proposed.note)
@@ -84,13 +86,16 @@ class PassManager:
                 ran.append(p.name)
                 sim = record.after
                 continue
-            _check(graph, proposed, ctx, p.name, ran)
+            if not (checked and proposed == current):  # an order already checked is not again
+                _check(graph, proposed, ctx, p.name, ran)
             new = Schedule.of(graph, proposed)  # as is when the pass returned a Schedule
             after = ctx.simulate(graph, new)
             note = None
             if new != current and not ctx.fits(graph, new) and _keeps_budget_better(graph, current, new, ctx):
                 note = "order not taken: " + _budget_words(graph, new, ctx)
                 new, after = current, sim
+            else:
+                checked = True
             result.records.append(PassRecord(p.name, sim, after, seconds, new != current, note))
             ran.append(p.name)
             current, sim = new, after

@@ -192,25 +192,64 @@ def memory_model(graph: Graph, *, padded: bool = False, hold_inputs_until_wait: 
     cached = _MODELS[key].get(graph)
     if cached is not None:
         return cached
-    nodes = graph.nodes
-    n = len(nodes)
-    roots = effective_roots(graph)
+    roots, is_input = _storage_facts(graph)
     alloc = allocation_bytes(graph, roots, padded=padded)
-    is_input = [node.kind is NodeKind.INPUT for node in nodes]
-    freeable = [alloc[i] > 0 and not is_input[i] for i in range(n)]
-    releases: list[tuple[int, ...]] = [()] * n
-    uses = [0] * n
-    for node in nodes:
-        i = node.index
-        rs = [roots[p] for p in node.inputs]
-        rs.append(roots[i])
-        if hold_inputs_until_wait and node.wait_of is not None and node.kind is NodeKind.WAIT:
-            rs.extend(roots[p] for p in nodes[node.wait_of].inputs)
-        mine = tuple(sorted({r for r in rs if freeable[r]}))
-        if mine:
-            releases[i] = mine
-            for r in mine:
-                uses[r] += 1
+    freeable = bytes(a > 0 and not inp for a, inp in zip(alloc, is_input, strict=True))
+    releases, uses = _releases(graph, roots, freeable, hold_inputs_until_wait)
     model = MemoryModel(alloc, roots, releases, uses, is_input)
     _MODELS[key][graph] = model
     return model
+
+
+_FACTS: weakref.WeakKeyDictionary[Graph, tuple[list[int], list[bool]]] = weakref.WeakKeyDictionary()
+
+
+def _storage_facts(graph: Graph) -> tuple[list[int], list[bool]]:
+    """The graph's storage roots (:func:`effective_roots`) and which nodes are graph inputs,
+    shared by all its models (cached per graph)."""
+    facts = _FACTS.get(graph)
+    if facts is None:
+        facts = _FACTS[graph] = (effective_roots(graph), [node.kind is NodeKind.INPUT for node in graph.nodes])
+    return facts
+
+
+#: Per graph, (``releases``, ``uses``) by (freeable storages, hold_inputs_until_wait): the
+#: padded and unpadded models (and those with and without held inputs) mostly name the same
+#: storages.
+_RELEASES: weakref.WeakKeyDictionary[Graph, dict[tuple[bytes, bool], tuple[list, list[int]]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _releases(graph: Graph, roots: list[int], freeable: bytes,
+              hold: bool) -> tuple[list[tuple[int, ...]], list[int]]:
+    """:attr:`MemoryModel.releases` and ``uses`` for these freeable storages (cached per
+    graph). With ``hold`` only a wait's entry differs from the one without (its collective's
+    inputs), so the other is derived from it by rebuilding the waits' entries."""
+    cache = _RELEASES.setdefault(graph, {})
+    found = cache.get((freeable, hold))
+    if found is not None:
+        return found
+    nodes = graph.nodes
+    other = cache.get((freeable, not hold))
+    if other is not None:
+        releases = list(other[0])
+        for w in graph.waits():
+            releases[w] = _released(nodes, roots, freeable, nodes[w], hold)
+    else:
+        releases = [_released(nodes, roots, freeable, node, hold) for node in nodes]
+    uses = [0] * len(nodes)
+    for mine in releases:
+        for r in mine:
+            uses[r] += 1
+    found = cache[(freeable, hold)] = (releases, uses)
+    return found
+
+
+def _released(nodes: list[Node], roots: list[int], freeable: bytes, node: Node,
+              hold: bool) -> tuple[int, ...]:
+    """The freeable storages ``node`` uses (its :attr:`MemoryModel.releases` entry)."""
+    rs = [roots[p] for p in node.inputs]
+    rs.append(roots[node.index])
+    if hold and node.wait_of is not None and node.kind is NodeKind.WAIT:
+        rs.extend(roots[p] for p in nodes[node.wait_of].inputs)
+    return tuple(sorted({r for r in rs if freeable[r]}))

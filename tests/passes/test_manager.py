@@ -87,3 +87,34 @@ def test_records_carry_before_and_after_of_each_pass():
     assert first.after.makespan_us < first.before.makespan_us
     assert second.before == first.after
     assert result.final == second.after and result.initial == first.before
+
+
+@dataclass(frozen=True)
+class Keeps(Pass):
+    """A pass that returns the order it was given."""
+
+    name: ClassVar[str] = "keeps"
+
+    def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int]:
+        return list(order)
+
+
+def test_an_order_is_checked_once_however_many_passes_return_it(monkeypatch):
+    import commopt.passes.manager as manager
+
+    checked: list[tuple[int, ...]] = []
+    real = manager.check_order
+
+    def counting(graph, order, **kw):
+        checked.append(tuple(order))
+        return real(graph, order, **kw)
+
+    monkeypatch.setattr(manager, "check_order", counting)
+    g = _graph()
+    # the input order is not trusted: the first pass that returns it has it checked
+    PassManager([Keeps(), Keeps(), AllGathersFirst(), Keeps()]).run(g, g.original_order, _ctx(g, 10.0))
+    assert len(checked) == 2 and checked[0] == tuple(g.original_order) != checked[1]
+    # an order over the budget is not taken: the input stays current and unchecked
+    checked.clear()
+    PassManager([AllGathersFirst(), Keeps(), Keeps()]).run(g, g.original_order, _ctx(g, 0.1))
+    assert checked[1:] == [tuple(g.original_order)] and len(checked) == 2

@@ -81,3 +81,25 @@ def test_bottom_levels_and_critical_path_share_the_stream_rule():
     level = bottom_levels_us(g, g.original_order, d, {})
     # the longest path starts at x: c3 (50) ends in its wait and the output
     assert max(level) == pytest.approx(critical_path_us(g, d))
+
+
+def test_memory_models_share_storage_facts_but_not_the_wait_holds():
+    """The padded and unpadded models, with and without held inputs, are derived from one
+    another (:func:`commopt.sim.model._releases`); each must equal a model built alone."""
+    from commopt.sim import model as m
+
+    for first in ((True, False), (False, True), (True, True)):
+        g = _graph()
+        models = {first: memory_model(g, padded=first[0], hold_inputs_until_wait=first[1])}
+        for padded in (False, True):
+            for hold in (False, True):
+                models[(padded, hold)] = memory_model(g, padded=padded, hold_inputs_until_wait=hold)
+        for (padded, hold), got in models.items():
+            alone = _graph()
+            want = memory_model(alone, padded=padded, hold_inputs_until_wait=hold)
+            assert (got.alloc, got.roots, got.releases, got.uses, got.is_input) == (
+                want.alloc, want.roots, want.releases, want.uses, want.is_input)
+        held = models[(False, True)].releases
+        free = models[(False, False)].releases
+        assert held != free  # the wait holds its collective's input only with holding
+        assert m._RELEASES[g]
