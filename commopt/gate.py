@@ -42,13 +42,15 @@ def evaluate(
 
     Thresholds must be finite numbers (a NaN compares false with everything and would fail
     or pass by accident), ``max_regression`` needs a ``baseline``, and a baseline must be of
-    the same program (:func:`graph_identity`): each is an :class:`OptionError` (exit 2).
+    the same program (:func:`graph_identity`) simulated with the same compute slowdown: each
+    is an :class:`OptionError` (exit 2).
     """
     check_thresholds(max_exposed_comm_us=max_exposed_comm_us, min_overlap=min_overlap,
                      max_peak_memory=max_peak_memory, max_regression=max_regression,
                      has_baseline=baseline is not None, max_gap_to_optimal=max_gap_to_optimal)
     if baseline is not None:
         check_same_graph(metrics, baseline)
+        check_same_slowdown(metrics, baseline)
     out: list[CheckOutcome] = []
     if max_exposed_comm_us is not None:
         v = metrics.exposed_comm_us
@@ -135,6 +137,17 @@ def check_same_graph(metrics: CheckMetrics, baseline: CheckMetrics) -> None:
             "make the baseline with 'commopt optimize' on this graph", field="--baseline")
 
 
+def check_same_slowdown(metrics: CheckMetrics, baseline: CheckMetrics) -> None:
+    """:class:`OptionError` when the baseline's numbers were simulated with another compute
+    slowdown than ``metrics`` (``--compute-slowdown``): a regression would be the setting's."""
+    a, b = metrics.compute_slowdown, baseline.compute_slowdown
+    if a != b:
+        def said(f: float) -> str:
+            return "without a compute slowdown" if f == 1.0 else f"with compute slowdown {f:g}"
+        raise OptionError(f"the baseline was simulated {said(b)}, this run {said(a)}: the numbers "
+                          "are not comparable; give the same --compute-slowdown", field="--baseline")
+
+
 def _outcome(name: str, value: float, limit: float, passed: bool, message: str) -> CheckOutcome:
     return CheckOutcome(name=name, value=float(value), limit=float(limit), passed=passed, message=message)
 
@@ -181,13 +194,16 @@ def load_baseline(path: str | Path) -> CheckMetrics:
                                          "peak_memory_bytes")}
         raw["lower_bound_us"] = doc.get("lower_bound_us")
         raw["graph_digest"] = doc.get("graph_digest")
+        slowdown = doc.get("compute_slowdown")
+        if slowdown is not None:  # absent: a run without one (or made before the option)
+            raw["compute_slowdown"] = slowdown.get("factor") if isinstance(slowdown, dict) else slowdown
         where = "after"
     try:
         metrics = CheckMetrics.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
-        if loc in ("lower_bound_us", "graph_digest"):
+        if loc in ("lower_bound_us", "graph_digest", "compute_slowdown"):
             where = ""
         field = f"{where}.{loc}" if where and loc else loc or where
         raise CommoptError(f"not a commopt summary.json or check result: {err['msg']}",

@@ -15,6 +15,10 @@ class CheckMetrics(BaseModel):
     lower_bound_us: float | None = None
     graph_digest: str | None = Field(
         None, description="identity of the program the numbers are for (see summary.json)")
+    compute_slowdown: float = Field(
+        1.0, ge=1, allow_inf_nan=False,
+        description="the compute slowdown beside communication the numbers were simulated with "
+                    "(1: none; summary.json's compute_slowdown.factor)")
 
 
 class CheckOutcome(BaseModel):

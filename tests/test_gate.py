@@ -104,6 +104,21 @@ def test_a_baseline_of_another_graph_is_refused_and_an_old_one_without_identity_
     assert gate.evaluate(_m(digest="a" * 64), baseline=_m())[0].passed
 
 
+def test_a_baseline_simulated_with_another_compute_slowdown_is_refused(tmp_path):
+    with pytest.raises(OptionError, match="baseline was simulated without a compute slowdown, this run with "
+                                          "compute slowdown 1.2"):
+        gate.evaluate(_m().model_copy(update={"compute_slowdown": 1.2}), baseline=_m())
+    s = tmp_path / "summary.json"
+    s.write_text(json.dumps({"after": {"makespan_us": 10, "exposed_comm_us": 2, "overlap_ratio": 0.5,
+                                       "peak_memory_bytes": 7}, "compute_slowdown": {"factor": 1.3, "source": "x"}}))
+    baseline = gate.load_baseline(s)
+    assert baseline.compute_slowdown == 1.3
+    with pytest.raises(OptionError, match="with compute slowdown 1.3, this run without"):
+        gate.evaluate(_m(), baseline=baseline)
+    assert gate.evaluate(_m(makespan=10).model_copy(update={"compute_slowdown": 1.3}), baseline=baseline,
+                         max_regression=5.0)
+
+
 @pytest.mark.parametrize("text, field", [
     ('{"after": {"makespan_us": "x", "exposed_comm_us": 1, "overlap_ratio": 0, "peak_memory_bytes": 1}}',
      "after.makespan_us"),

@@ -14,9 +14,9 @@ per call site; it is never below :func:`lower_bound`.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 import operator
 import random
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from itertools import compress
 
