@@ -89,6 +89,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
         makespan_us=numbers.makespan_us, exposed_comm_us=numbers.exposed_comm_us,
         overlap_ratio=numbers.overlap_ratio, peak_memory_bytes=numbers.peak_memory_bytes,
         lower_bound_us=s.lower_bound_us, graph_digest=s.graph_digest,
+        estimator=s.estimator, hardware=s.hardware,
         compute_slowdown=s.compute_slowdown.factor if s.compute_slowdown is not None else 1.0,
     )
     outcomes = gate.evaluate(

@@ -42,15 +42,15 @@ def evaluate(
 
     Thresholds must be finite numbers (a NaN compares false with everything and would fail
     or pass by accident), ``max_regression`` needs a ``baseline``, and a baseline must be of
-    the same program (:func:`graph_identity`) simulated with the same compute slowdown: each
-    is an :class:`OptionError` (exit 2).
+    the same program (:func:`graph_identity`) estimated the same way
+    (:func:`check_same_costs`): each is an :class:`OptionError` (exit 2).
     """
     check_thresholds(max_exposed_comm_us=max_exposed_comm_us, min_overlap=min_overlap,
                      max_peak_memory=max_peak_memory, max_regression=max_regression,
                      has_baseline=baseline is not None, max_gap_to_optimal=max_gap_to_optimal)
     if baseline is not None:
         check_same_graph(metrics, baseline)
-        check_same_slowdown(metrics, baseline)
+        check_same_costs(metrics, baseline)
     out: list[CheckOutcome] = []
     if max_exposed_comm_us is not None:
         v = metrics.exposed_comm_us
@@ -137,15 +137,31 @@ def check_same_graph(metrics: CheckMetrics, baseline: CheckMetrics) -> None:
             "make the baseline with 'commopt optimize' on this graph", field="--baseline")
 
 
-def check_same_slowdown(metrics: CheckMetrics, baseline: CheckMetrics) -> None:
-    """:class:`OptionError` when the baseline's numbers were simulated with another compute
-    slowdown than ``metrics`` (``--compute-slowdown``): a regression would be the setting's."""
-    a, b = metrics.compute_slowdown, baseline.compute_slowdown
-    if a != b:
-        def said(f: float) -> str:
-            return "without a compute slowdown" if f == 1.0 else f"with compute slowdown {f:g}"
-        raise OptionError(f"the baseline was simulated {said(b)}, this run {said(a)}: the numbers "
-                          "are not comparable; give the same --compute-slowdown", field="--baseline")
+def check_same_costs(metrics: CheckMetrics, baseline: CheckMetrics) -> None:
+    """:class:`OptionError` when the baseline's numbers were estimated another way than
+    ``metrics``: another estimator chain, hardware or compute slowdown (each compared where
+    both record it; a hardware file by its name, as a path differs between checkouts). A
+    regression would then be the setting's, not the order's."""
+    said = {"compute slowdown": (_slowdown_words(baseline.compute_slowdown),
+                                 _slowdown_words(metrics.compute_slowdown))}
+    if baseline.estimator is not None and metrics.estimator is not None:
+        said["estimator"] = (baseline.estimator, metrics.estimator)
+    if baseline.hardware is not None and metrics.hardware is not None:
+        said["hardware"] = (_hardware_name(baseline.hardware), _hardware_name(metrics.hardware))
+    differ = [f"{what} {b!r} there, {a!r} here" for what, (b, a) in said.items() if a != b]
+    if differ:
+        raise OptionError(f"the baseline's numbers were estimated another way ({'; '.join(differ)}): "
+                          "they are not comparable; give the options the baseline was made with, or "
+                          "make a new baseline", field="--baseline")
+
+
+def _slowdown_words(factor: float) -> str:
+    return "none" if factor == 1.0 else f"{factor:g}x"
+
+
+def _hardware_name(hardware: str) -> str:
+    """A hardware preset as it is, a hardware file by its name."""
+    return Path(hardware).name if hardware.lower().endswith(".json") else hardware
 
 
 def _outcome(name: str, value: float, limit: float, passed: bool, message: str) -> CheckOutcome:
@@ -185,6 +201,8 @@ def load_baseline(path: str | Path) -> CheckMetrics:
         raise CommoptError("a baseline is a JSON object", file=str(p))
     if "metrics" in doc and "checks" in doc:
         raw, where = doc["metrics"], "metrics"
+        if isinstance(raw, dict) and "estimator" not in raw:  # a result from before metrics named it
+            raw = {**raw, "estimator": doc.get("estimator")}
     else:
         after = doc.get("after")
         if not isinstance(after, dict):
@@ -194,6 +212,7 @@ def load_baseline(path: str | Path) -> CheckMetrics:
                                          "peak_memory_bytes")}
         raw["lower_bound_us"] = doc.get("lower_bound_us")
         raw["graph_digest"] = doc.get("graph_digest")
+        raw["estimator"], raw["hardware"] = doc.get("estimator"), doc.get("hardware")
         slowdown = doc.get("compute_slowdown")
         if slowdown is not None:  # absent: a run without one (or made before the option)
             raw["compute_slowdown"] = slowdown.get("factor") if isinstance(slowdown, dict) else slowdown
@@ -203,7 +222,7 @@ def load_baseline(path: str | Path) -> CheckMetrics:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
-        if loc in ("lower_bound_us", "graph_digest", "compute_slowdown"):
+        if loc in ("lower_bound_us", "graph_digest", "compute_slowdown", "estimator", "hardware"):
             where = ""
         field = f"{where}.{loc}" if where and loc else loc or where
         raise CommoptError(f"not a commopt summary.json or check result: {err['msg']}",

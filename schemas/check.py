@@ -15,6 +15,10 @@ class CheckMetrics(BaseModel):
     lower_bound_us: float | None = None
     graph_digest: str | None = Field(
         None, description="identity of the program the numbers are for (see summary.json)")
+    estimator: str | None = Field(
+        None, description="the estimator chain behind the numbers (null: not recorded)")
+    hardware: str | None = Field(
+        None, description="the hardware preset or file the analytical estimator used (null: not recorded)")
     compute_slowdown: float = Field(
         1.0, ge=1, allow_inf_nan=False,
         description="the compute slowdown beside communication the numbers were simulated with "

@@ -105,18 +105,41 @@ def test_a_baseline_of_another_graph_is_refused_and_an_old_one_without_identity_
 
 
 def test_a_baseline_simulated_with_another_compute_slowdown_is_refused(tmp_path):
-    with pytest.raises(OptionError, match="baseline was simulated without a compute slowdown, this run with "
-                                          "compute slowdown 1.2"):
+    with pytest.raises(OptionError, match="estimated another way \\(compute slowdown 'none' there, '1.2x' here"):
         gate.evaluate(_m().model_copy(update={"compute_slowdown": 1.2}), baseline=_m())
     s = tmp_path / "summary.json"
     s.write_text(json.dumps({"after": {"makespan_us": 10, "exposed_comm_us": 2, "overlap_ratio": 0.5,
                                        "peak_memory_bytes": 7}, "compute_slowdown": {"factor": 1.3, "source": "x"}}))
     baseline = gate.load_baseline(s)
     assert baseline.compute_slowdown == 1.3
-    with pytest.raises(OptionError, match="with compute slowdown 1.3, this run without"):
+    with pytest.raises(OptionError, match="compute slowdown '1.3x' there, 'none' here"):
         gate.evaluate(_m(), baseline=baseline)
     assert gate.evaluate(_m(makespan=10).model_copy(update={"compute_slowdown": 1.3}), baseline=baseline,
                          max_regression=5.0)
+
+
+def test_a_baseline_of_another_estimator_or_hardware_is_refused(tmp_path):
+    def m(**update):
+        return _m().model_copy(update=update)
+
+    with pytest.raises(OptionError, match="estimator 'analytical' there, 'profile,analytical' here"):
+        gate.evaluate(m(estimator="profile,analytical", hardware="h100"),
+                      baseline=m(estimator="analytical", hardware="h100"))
+    with pytest.raises(OptionError, match="hardware 'a100' there, 'h100' here"):
+        gate.evaluate(m(estimator="analytical", hardware="h100"), baseline=m(estimator="analytical", hardware="a100"))
+    # a hardware file by its name (paths differ between checkouts); unrecorded: not compared
+    assert all(o.passed for o in gate.evaluate(m(hardware="/ci/repo/hw.json"), baseline=m(hardware="/home/me/repo/hw.json")))
+    assert all(o.passed for o in gate.evaluate(m(estimator="analytical"), baseline=_m()))
+    # both recorded by a summary.json and by a check result, also one from before metrics named them
+    s = tmp_path / "summary.json"
+    s.write_text(json.dumps({"after": {"makespan_us": 10, "exposed_comm_us": 2, "overlap_ratio": 0.5,
+                                       "peak_memory_bytes": 7}, "estimator": "analytical", "hardware": "a100"}))
+    assert (gate.load_baseline(s).estimator, gate.load_baseline(s).hardware) == ("analytical", "a100")
+    old = json.loads(gate.result("g", "table,analytical", True, _m(), [], None).model_dump_json())
+    del old["metrics"]["estimator"]
+    c = tmp_path / "check.json"
+    c.write_text(json.dumps(old))
+    assert gate.load_baseline(c).estimator == "table,analytical"
 
 
 @pytest.mark.parametrize("text, field", [
