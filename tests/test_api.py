@@ -195,6 +195,11 @@ def test_a_compute_slowdown_is_in_every_number_of_the_run(tmp_path):
     assert s.after.makespan_us <= s.before.makespan_us
     assert slowed.slowed_compute_us > 0
     assert s.certificate.lower_bound_us <= s.after.makespan_us
+    # a flight of d has room for d / 1.4 of compute: the chain bound rises with the slowdown
+    from commopt.sim.bounds import lower_bounds
+    from commopt.sim.model import step_durations
+
+    assert s.certificate.lower_bound_us > lower_bounds(r.graph, step_durations(r.graph, r.durations_us)).value
     assert r.report.after.makespan_us == s.after.makespan_us
     worst = makespan_range(r.graph, r.order, r.durations_us, compute_slowdown=1.4).worst_us
     assert s.robustness.after_max_us == worst

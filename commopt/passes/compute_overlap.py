@@ -113,7 +113,7 @@ class ComputeOverlap(Pass):
         before = ctx.simulate(graph, order)
         if ctx.fits(graph, order):
             found_all = self._search(graph, order, ctx, model, before, before.makespan_us)
-            near_us = before.lower_bound_us * (1.0 + _SECOND_START_SLACK)
+            near_us = _unslowed_bound(graph, ctx, before) * (1.0 + _SECOND_START_SLACK)
             if not (found_all and min(k[0] for k, _ in found_all) <= near_us) \
                     and len(graph) <= _SECOND_START_MAX_NODES:
                 rank0 = len(self._attempts(len(graph), ctx))  # later searches rank after
@@ -148,7 +148,7 @@ class ComputeOverlap(Pass):
         budgets, tried in ``tries`` order (default :meth:`_attempts`) up to :meth:`_cap`
         schedules, stopping at the lower bound of ``before`` (the input's simulation), or
         with nothing found once :data:`_FOOTPRINT_WORK` is spent."""
-        floor_us = before.lower_bound_us * (1.0 + 1e-9)
+        floor_us = _unslowed_bound(graph, ctx, before) * (1.0 + 1e-9)
         found_all: list[tuple[tuple[float, float, int], list[int]]] = []
         cap = self._cap(len(graph))
         retries = [_FOOTPRINT_WORK // max(1, len(graph))]  # footprint retries left, all policies
@@ -285,6 +285,18 @@ class ComputeOverlap(Pass):
         if best is None or not ctx.fits(graph, best[1]):
             return None
         return best[1], best[0][0], best[0][1]
+
+
+def _unslowed_bound(graph: Graph, ctx: PassContext, before) -> float:
+    """The lower bound the list scheduler's own makespans compare with: ``before``'s, or
+    with a compute slowdown (which the scheduler's clock does not model, and which raises
+    the bound) the bound without it."""
+    if ctx.compute_slowdown == 1.0:
+        return before.lower_bound_us
+    from commopt.sim.bounds import lower_bounds
+    from commopt.sim.model import step_durations
+
+    return lower_bounds(graph, step_durations(graph, ctx.durations_us)).value
 
 
 def _prefer_eager(found: list[tuple[tuple, list[int]]]) -> list[tuple[tuple, list[int]]]:

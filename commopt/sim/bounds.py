@@ -91,15 +91,18 @@ class Heads:
     end: list[float]
 
 
-_LAST: weakref.WeakKeyDictionary[Graph, tuple[list[float], LowerBounds]] = weakref.WeakKeyDictionary()
+_LAST: weakref.WeakKeyDictionary[Graph, dict[float, tuple[list[float], LowerBounds]]] = weakref.WeakKeyDictionary()
 
 
-def lower_bounds(graph: Graph, durations: Sequence[float]) -> LowerBounds:
+def lower_bounds(graph: Graph, durations: Sequence[float], compute_slowdown: float = 1.0) -> LowerBounds:
     """Every cheap lower bound of ``graph`` with ``durations`` (step durations: 0 for inputs,
-    outputs and views). The last result per graph is cached (passes simulate many orders
-    with the same durations)."""
+    outputs and views). The last result per graph and slowdown is cached (passes simulate
+    many orders with the same durations). With a ``compute_slowdown`` (:mod:`commopt.sim.engine`) every
+    bound still holds, as compute only runs longer; the collective-chain bound also uses it
+    (a flight of ``d`` has room for ``d / factor`` of compute)."""
     durations = list(durations)
-    cached = _LAST.get(graph)
+    last = _LAST.setdefault(graph, {})
+    cached = last.get(compute_slowdown)
     if cached is not None and cached[0] == durations:
         return cached[1]
     nodes = graph.nodes
@@ -112,9 +115,9 @@ def lower_bounds(graph: Graph, durations: Sequence[float]) -> LowerBounds:
         critical_path_us=max(head.end, default=0.0),
         compute_heads_tails_us=_compute_stream_bound(graph, durations, head, tail_end),
         group_streams_us=_group_streams_bound(graph, durations, head, tail_end),
-        collective_chain_us=_collective_chain_bound(graph, durations),
+        collective_chain_us=_collective_chain_bound(graph, durations, compute_slowdown),
     )
-    _LAST[graph] = (durations, result)
+    last[compute_slowdown] = (durations, result)
     return result
 
 
@@ -357,7 +360,7 @@ def _compute_after(st: _Structure, durations: Sequence[float], chain: list[int])
     return out
 
 
-def _collective_chain_bound(graph: Graph, durations: Sequence[float]) -> float:
+def _collective_chain_bound(graph: Graph, durations: Sequence[float], compute_slowdown: float = 1.0) -> float:
     """The compute plus the longest chain of flight idle (module docstring).
 
     One forward sweep gives, per node, the collectives it cannot start before the end of
@@ -372,7 +375,12 @@ def _collective_chain_bound(graph: Graph, durations: Sequence[float]) -> float:
     best chain, and the chain with the most communication, by giving each kernel's work to
     at most one flight. A group's collectives share one FIFO stream, so their flights are
     disjoint in any order too: :func:`_group_flight_idle` gives each group's flights the most
-    work a maximum flow can place in them."""
+    work a maximum flow can place in them.
+
+    With a compute slowdown ``f`` a flight of ``d`` has room for only ``d / f`` of compute
+    (compute runs ``f`` times as long beside a collective): at least ``d - d / f`` of it idles
+    whatever runs beside it. Only compute is slowed, so where a wait has a duration of its own
+    (a graph file may set one) the bound is taken without the slowdown."""
     st = _structure(graph)
     colls = graph.collectives()
     n, m = len(graph.nodes), len(colls)
@@ -411,18 +419,21 @@ def _collective_chain_bound(graph: Graph, durations: Sequence[float]) -> float:
     work_after = _bit_rows([after[i] for i in work], m)
     work_before = _bit_rows([before[i] for i in work], m)
     dependent = weights @ work_after + weights @ work_before
-    idle = np.maximum(0.0, np.asarray([durations[c] for c in colls]) - (compute - dependent))
-    follows = _bit_rows([after[c] for c in colls], m).astype(bool)
     comm = np.asarray([durations[c] for c in colls], dtype=float)
+    if any(durations[i] > 0.0 for i in graph.waits()):
+        compute_slowdown = 1.0  # a wait's own time is not slowed: the room argument needs all work slowed
+    room = comm / compute_slowdown
+    idle = comm - np.minimum(np.maximum(0.0, compute - dependent), room)
+    follows = _bit_rows([after[c] for c in colls], m).astype(bool)
     best = 0.0
     for weight in (idle, comm):
         chain = _longest_chain(follows, weight)
         best = max(best, float(idle[chain].sum()),
-                   _shared_work_idle(chain, comm, weights, work_after, work_before))
+                   _shared_work_idle(chain, comm, room, weights, work_after, work_before))
     column = {c: k for k, c in enumerate(colls)}
     for group in st.chains:
         best = max(best, _group_flight_idle(np.asarray([column[c] for c in group], dtype=np.int64),
-                                            comm, weights, work_after, work_before))
+                                            comm, room, weights, work_after, work_before))
     return compute + best
 
 
@@ -446,7 +457,7 @@ def _longest_chain(follows: np.ndarray, weight: np.ndarray) -> np.ndarray:
     return np.asarray(chain[::-1], dtype=np.int64)
 
 
-def _shared_work_idle(chain: np.ndarray, comm: np.ndarray, work_us: np.ndarray,
+def _shared_work_idle(chain: np.ndarray, comm: np.ndarray, room_us: np.ndarray, work_us: np.ndarray,
                       after: np.ndarray, before: np.ndarray) -> float:
     """The least idle of the compute stream during the flights of ``chain`` (disjoint, in
     order), with each kernel's work (``work_us``) placed in at most one flight, split as
@@ -455,7 +466,8 @@ def _shared_work_idle(chain: np.ndarray, comm: np.ndarray, work_us: np.ndarray,
     it is an ancestor of (``before``): an interval of flights. Filling each flight in turn with
     the eligible work whose interval closes first places the most work (the greedy rule is
     optimal when every kernel's flights form an interval), so the idle is the chain's
-    communication less that."""
+    communication less that. A flight holds at most ``room_us`` of work (its duration over
+    the compute slowdown)."""
     if chain.size == 0:
         return 0.0
     length = len(chain)
@@ -474,7 +486,7 @@ def _shared_work_idle(chain: np.ndarray, comm: np.ndarray, work_us: np.ndarray,
             x = releases[r]
             heapq.heappush(ready, (int(last[x]), x))
             r += 1
-        room = float(comm[chain[k]])
+        room = float(room_us[chain[k]])
         while room > 0.0 and ready:
             closes, x = ready[0]
             if closes < k:
@@ -489,13 +501,13 @@ def _shared_work_idle(chain: np.ndarray, comm: np.ndarray, work_us: np.ndarray,
     return float(comm[chain].sum()) - placed
 
 
-def _group_flight_idle(cols: np.ndarray, comm: np.ndarray, work_us: np.ndarray,
+def _group_flight_idle(cols: np.ndarray, comm: np.ndarray, room_us: np.ndarray, work_us: np.ndarray,
                        after: np.ndarray, before: np.ndarray) -> float:
     """The least idle of the compute stream during the flights of one group's collectives
     (``cols``), which its stream runs one at a time in whatever order: their communication
     less the most kernel work that can run beside them (:func:`commopt.sim.flow.max_placement`;
     a kernel beside a collective is neither its ancestor nor unable to start before it ends).
-    0 above :data:`FLOW_MAX_PAIRS` (not computed)."""
+    A flight holds at most ``room_us`` of work. 0 above :data:`FLOW_MAX_PAIRS` (not computed)."""
     from commopt.sim.flow import max_placement
 
     if cols.size < 2:
@@ -504,7 +516,7 @@ def _group_flight_idle(cols: np.ndarray, comm: np.ndarray, work_us: np.ndarray,
     if int(beside.sum()) > FLOW_MAX_PAIRS:
         return 0.0
     rows = np.flatnonzero(beside.any(axis=1))
-    placed = max_placement(work_us[rows].tolist(), comm[cols].tolist(),
+    placed = max_placement(work_us[rows].tolist(), room_us[cols].tolist(),
                            [np.flatnonzero(beside[r]).tolist() for r in rows])
     room = float(comm[cols].sum())
     return max(0.0, room - placed - 1e-12 * room)  # round-off never raises the bound

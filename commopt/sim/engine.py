@@ -260,7 +260,7 @@ class _Replay:
         makespan = self.makespan()
         total_comm = sum(self.comm_by_group.values())
         overlap = 1.0 if total_comm <= 0.0 else min(1.0, max(0.0, 1.0 - self.exposed_total / total_comm))
-        bounds = lower_bounds(graph, self.dur)
+        bounds = lower_bounds(graph, self.dur, self.slowdown)
         peak, curve = peak_memory(graph, order)
         return SimResult(
             makespan_us=makespan,

@@ -96,17 +96,18 @@ def _all_orders(graph) -> list[list[int]]:
 
 
 
-@given(graph_and_durations(max_steps=30), st.randoms(use_true_random=False), st.booleans())
-def test_no_bound_exceeds_the_makespan_of_a_random_order(case, rng, free_group_order):
+@given(graph_and_durations(max_steps=30), st.randoms(use_true_random=False), st.booleans(),
+       st.sampled_from([1.0, 1.2, 2.0]))
+def test_no_bound_exceeds_the_makespan_of_a_random_order(case, rng, free_group_order, slowdown):
     """Also where a group's collectives may run in any order (random orders then reorder
-    them): no bound may assume their input order."""
+    them): no bound may assume their input order. And with a compute slowdown."""
     g, durations = case
     if free_group_order:
         g = g.without_group_order()
-    lb = lower_bounds(g, step_durations(g, durations))
+    lb = lower_bounds(g, step_durations(g, durations), slowdown)
     for _ in range(5):
         order = random_topological_order(g, rng)
-        makespan = simulate(g, order, durations).makespan_us
+        makespan = simulate(g, order, durations, compute_slowdown=slowdown).makespan_us
         for name, value in lb.as_dict().items():
             assert value <= makespan + 1e-6, (name, value, makespan, order)
 
@@ -152,12 +153,17 @@ def _tp_like():
 
 def _chain_bound_holds_on_every_order(g, *, seed: int, draws: int) -> None:
     """The chain bound of ``g`` is at most the best makespan over every order, for ``draws``
-    random durations."""
+    random durations, without and with a compute slowdown."""
     rng = random.Random(seed)
+    waits = set(g.waits())
     for _ in range(draws):
         d = [float(rng.randint(0, 30)) for _ in range(len(g))]
-        lb = lower_bounds(g, step_durations(g, d))
-        assert lb.collective_chain_us <= min(simulate(g, o, d).makespan_us for o in _all_orders(g)) + 1e-9
+        if rng.random() < 0.5:  # as estimators give them (with a duration the slowdown is not used)
+            d = [0.0 if i in waits else v for i, v in enumerate(d)]
+        for f in (1.0, rng.choice([1.1, 1.5, 3.0])):
+            lb = lower_bounds(g, step_durations(g, d), f)
+            best = min(simulate(g, o, d, compute_slowdown=f).makespan_us for o in _all_orders(g))
+            assert lb.collective_chain_us <= best + 1e-9
 
 
 def test_the_collective_chain_bound_counts_the_idle_of_every_flight():

@@ -260,7 +260,7 @@ def test_slowdown_lengthens_by_at_most_its_factor(case, factor):
     # replay times are max-plus in the durations: longer compute never ends anything sooner,
     # and no kernel runs longer than factor x its duration
     assert base.makespan_us - 1e-9 <= slow.makespan_us <= factor * base.makespan_us + 1e-9
-    assert slow.lower_bound_us == base.lower_bound_us <= slow.makespan_us + 1e-9
+    assert base.lower_bound_us <= slow.lower_bound_us <= slow.makespan_us + 1e-9
     assert makespan_us(g, order, durations, compute_slowdown=factor) == slow.makespan_us
     times = node_times(g, order, durations, compute_slowdown=factor)
     assert max(times.end, default=0.0) <= slow.makespan_us
