@@ -117,9 +117,11 @@ def resolve(spec: str | None = None, options: EstimatorOptions | None = None, **
     chain = [load_one(n, options, known) for n in names]
     if chain[-1].name != "analytical":
         chain.append(load_one("analytical", options, known))
+    calibrated = str(options.compute_slowdown).strip().lower() == "calibrated"  # reads the profile
     notes = [f"--{flag} {value} is not used: the estimator chain {spec!r} has no {flag!r} "
              f"(add --estimator {flag})"
-             for flag, value in (("profile", options.profile), ("table", options.table))
+             for flag, value in (("profile", options.profile if not calibrated else None),
+                                 ("table", options.table))
              if value and flag not in names]
     from commopt.estimators.slowdown import applied_slowdown
 

@@ -24,8 +24,8 @@ from commopt.estimators.kineto import KernelSpan, KinetoTrace
 from commopt.schemas.profile import ComputeSlowdown, ProfileModel
 from commopt.schemas.summary import AppliedSlowdown
 
-#: Option values that turn the slowdown off.
-OFF = ("off", "none", "1")
+#: Option values that turn the slowdown off (as does a factor of 1).
+OFF = ("off", "none")
 
 #: A kernel at least this much inside NCCL kernels counts as beside communication.
 OVERLAPPED = 0.9

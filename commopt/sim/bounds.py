@@ -34,7 +34,7 @@ from __future__ import annotations
 import heapq
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -98,13 +98,19 @@ def lower_bounds(graph: Graph, durations: Sequence[float], compute_slowdown: flo
     """Every cheap lower bound of ``graph`` with ``durations`` (step durations: 0 for inputs,
     outputs and views). The last result per graph and slowdown is cached (passes simulate
     many orders with the same durations). With a ``compute_slowdown`` (:mod:`commopt.sim.engine`) every
-    bound still holds, as compute only runs longer; the collective-chain bound also uses it
-    (a flight of ``d`` has room for ``d / factor`` of compute)."""
+    bound still holds, as compute only runs longer; only the collective-chain bound uses it
+    (a flight of ``d`` has room for ``d / factor`` of compute), the others are the ones
+    without it."""
     durations = list(durations)
     last = _LAST.setdefault(graph, {})
     cached = last.get(compute_slowdown)
     if cached is not None and cached[0] == durations:
         return cached[1]
+    if compute_slowdown != 1.0:
+        result = replace(lower_bounds(graph, durations),
+                         collective_chain_us=_collective_chain_bound(graph, durations, compute_slowdown))
+        last[compute_slowdown] = (durations, result)
+        return result
     nodes = graph.nodes
     head = heads(graph, durations)
     _, tail_end = tails(graph, durations)

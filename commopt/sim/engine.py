@@ -199,9 +199,7 @@ class _Replay:
                     self.exposed_total += ready - s
                     s = ready
                 start[i] = s
-                t = end[i] = s + dur[i]
-                if slow and kind is kind_compute:
-                    t = end[i] = self._stretched(s, dur[i])
+                t = end[i] = self._stretched(s, dur[i]) if slow and kind is kind_compute else s + dur[i]
                 if kind is kind_compute:
                     total_compute += dur[i]
                     events.append(SimEvent(i, COMPUTE_LANE, s, t))

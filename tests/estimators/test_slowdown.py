@@ -46,7 +46,7 @@ def _calibrated_model(tmp_path, compute) -> str:
     """A profile model calibrated on one hand-written trace, written to a file."""
     from commopt.estimators.profile import calibrate, write_profile
 
-    (trace_file,) = [write(tmp_path / "rank0.json", rank_trace(0, 2, _NCCL, compute=compute))]
+    trace_file = write(tmp_path / "rank0.json", rank_trace(0, 2, _NCCL, compute=compute))
     return str(write_profile(calibrate(trace_file), tmp_path / "model.json"))
 
 
@@ -98,3 +98,7 @@ def test_the_chain_carries_the_slowdown_its_options_ask_for(tmp_path):
                                              compute_slowdown="calibrated"))
     assert chain.compute_slowdown == pytest.approx(1.2)
     assert resolve(options=EstimatorOptions()).compute_slowdown == 1.0
+    # the profile only for its factor: used, so no note says it is not
+    analytical = resolve(options=EstimatorOptions(profile=model, compute_slowdown="calibrated"))
+    assert analytical.compute_slowdown == pytest.approx(1.2)
+    assert not any("is not used" in n for n in analytical.notes)
