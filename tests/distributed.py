@@ -102,6 +102,10 @@ def _worker(fn: Callable[..., Any], rank: int, world_size: int, init_file: str,
         if gloo_worker_threads() != GLOO_WORKER_THREADS:
             raise RuntimeError(f"the gloo world runs {gloo_worker_threads()} worker threads, "
                                f"the harness asked for {GLOO_WORKER_THREADS}")
+        # every rank's connections are up before any rank's work starts: a rank whose work
+        # fails at once tears its connections down, and a peer still connecting would fail in
+        # init_process_group, a failure of its own that hides the cause
+        dist.barrier()
         try:
             value = fn(rank, world_size, *args)
         except BaseException:
