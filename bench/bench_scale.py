@@ -2,7 +2,9 @@
 
 Synthetic FSDP stacks (:func:`commopt.synth.graph_with_nodes`) saved as JSON graphs, then
 ``python -m commopt -v optimize GRAPH -o OUT`` in a subprocess writing every output. Per size:
-wall time and CPU time (user + system) of the process, its own peak resident memory (``VmHWM``),
+wall time and CPU time (user + system) of the process, its own peak resident memory (``VmHWM``)
+and the sampled peak of the memory all its processes use (summed PSS: a large graph's trace is
+rendered by a forked child),
 each stage's share of the wall time (the stage lines ``-v`` prints; "other" is start-up,
 imports and what no stage covers), and each output's size from ``manifest.json``. Then the
 generated runner: how long generating it took (its stage), its bytes per node, and how long
@@ -22,10 +24,12 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from bench.util import table
+from commopt.forked import FORK_MIN_NODES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,10 +71,64 @@ runpy.run_module(module, run_name='__main__', alter_sys=True)
 """
 
 
-def _run(module_args: list[str], env: dict[str, str]) -> tuple[int, str, float, float, int]:
+#: Seconds between two samples of the command's memory (all its processes).
+SAMPLE_S = 0.1
+
+
+def _pss(pid: int) -> int:
+    """Proportional set size of process ``pid`` in bytes (0 once it is gone): its private
+    pages plus its share of pages it shares, so processes that share memory copy-on-write
+    (the command and the child it forks to render a file) add up to what they really use."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                kids.append(int(entry))
+    return kids
+
+
+class _TreeMemory(threading.Thread):
+    """Samples the summed PSS of a process and its children every :data:`SAMPLE_S` seconds;
+    ``peak`` is the largest sum seen (0 where ``/proc`` has no ``smaps_rollup``)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak = pid, 0
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(SAMPLE_S):
+            self.peak = max(self.peak, sum(_pss(p) for p in [self.pid, *_children(self.pid)]))
+
+    def stop(self) -> int:
+        self._done.set()
+        self.join()
+        return self.peak
+
+
+def _run(module_args: list[str], env: dict[str, str]) -> tuple[int, str, float, float, int, int]:
     """Run ``python -m`` with ``module_args``; (exit code, stderr, wall s, CPU s, peak RSS
-    bytes) of that process. The peak is the process's own (:data:`_PEAK_WRAPPER`) where
-    ``/proc`` has it, else ``wait4``'s (which can include this process's peak)."""
+    bytes, peak PSS bytes of it and its children) of that process. CPU time includes its
+    children's. The RSS peak is the process's own (:data:`_PEAK_WRAPPER`) where ``/proc`` has
+    it, else ``wait4``'s (which can include this process's peak); the PSS peak is sampled
+    (:class:`_TreeMemory`)."""
     own = Path("/proc/self/status").exists()
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as tmp:
@@ -78,13 +136,16 @@ def _run(module_args: list[str], env: dict[str, str]) -> tuple[int, str, float, 
         cmd = ([sys.executable, "-c", _PEAK_WRAPPER, str(peak_file), *module_args] if own
                else [sys.executable, "-m", *module_args])
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        sampler = _TreeMemory(proc.pid)
+        sampler.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
+        tree_peak = sampler.stop()
         proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         text = err.read().decode("utf-8", "replace")
         peak = int(peak_file.read_text()) if own and peak_file.exists() else usage.ru_maxrss * 1024
-    return proc.returncode, text, wall, usage.ru_utime + usage.ru_stime, peak
+    return proc.returncode, text, wall, usage.ru_utime + usage.ru_stime, peak, tree_peak
 
 
 def _stage_seconds(stderr: str) -> dict[str, float]:
@@ -116,8 +177,9 @@ def _measure(nodes: int, tmp: Path, env: dict[str, str]) -> dict[str, object]:
     graph = tmp / f"synth_{nodes}.json"
     n = _save_graph(nodes, graph)
     out = tmp / f"out_{nodes}"
-    code, stderr, wall, cpu, rss = _run(["commopt", "-v", "optimize", str(graph), "-o", str(out)], env)
-    row: dict[str, object] = {"nodes": n, "code": code, "wall": wall, "cpu": cpu, "rss": rss,
+    code, stderr, wall, cpu, rss, pss = _run(["commopt", "-v", "optimize", str(graph), "-o", str(out)],
+                                             env)
+    row: dict[str, object] = {"nodes": n, "code": code, "wall": wall, "cpu": cpu, "rss": rss, "pss": pss,
                               "stages": _stage_seconds(stderr), "files": {}}
     if code != 0:
         row["error"] = stderr.strip().splitlines()[-1][:120] if stderr.strip() else "?"
@@ -212,6 +274,7 @@ def run(quick: bool) -> str:
         stages = r["stages"]
         covered = sum(stages.values())
         whole.append([r["nodes"], r["wall"], r["cpu"], f"{int(r['rss']) / 2**20:,.0f}",
+                      f"{int(r['pss']) / 2**20:,.0f}" if r["pss"] else "-",
                       "ok" if r["code"] == 0 else f"exit {r['code']}: {r.get('error', '')}"])
         shares.append([r["nodes"], *(f"{100 * stages.get(c, 0.0) / r['wall']:.0f}%" for _, c in STAGES),
                        f"{100 * max(0.0, r['wall'] - covered) / r['wall']:.0f}%"])
@@ -232,14 +295,19 @@ def run(quick: bool) -> str:
         "## The whole optimize command at scale\n",
         "`python -m commopt -v optimize GRAPH -o OUT` in a subprocess on synthetic FSDP JSON "
         "graphs (`commopt.synth.graph_with_nodes`, analytical estimator, default pipeline, "
-        "every output written). Wall and CPU (user + system) seconds of the process and its "
-        "own peak resident memory (`VmHWM`, read by the process at exit: `wait4`'s figure "
-        "would start at this benchmark's own peak). On this shared 2-core machine wall time "
-        "includes waiting for a "
+        "every output written). Wall and CPU (user + system, its forked child's included) "
+        "seconds of the process; the main process's own peak resident memory (`VmHWM`, read "
+        "by the process at exit: `wait4`'s figure would start at this benchmark's own peak); "
+        f"and the peak of the memory the command uses in all its processes: from {FORK_MIN_NODES:,} nodes "
+        "a forked child renders the trace on the other core, sharing the parent's memory "
+        "copy-on-write, so the proportional set sizes (PSS: private pages plus a share of "
+        "shared ones) of the process and its children are summed, sampled every "
+        f"{SAMPLE_S} s. On this shared 2-core machine wall time includes waiting for a "
         "core: CPU seconds are what the command used."
         + ("" if 1_000_000 in sizes else " 1M nodes are not run by default (`BENCH_SCALE_1M=1`).")
         + "\n",
-        table(["nodes", "wall s", "CPU s", "peak RSS MiB", "result"], whole),
+        table(["nodes", "wall s", "CPU s", "peak RSS MiB", "peak PSS MiB, all processes", "result"],
+              whole),
         "\nEach stage's share of the wall time (the stage lines of `-v`; other: interpreter "
         "start, imports, summary and manifest).\n",
         table(["nodes", *(c for _, c in STAGES), "other"], shares),

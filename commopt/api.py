@@ -27,6 +27,7 @@ from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import parse_assumptions
 from commopt.outputs import (
+    build_and_write_outputs,
     build_outputs,
     check_output_dir,
     estimator_inputs,
@@ -315,9 +316,9 @@ def optimize(
     if output_dir is None:
         return result
     freeze_long_lived()
-    outputs = build_outputs(result, output_options, progress=progress)
     inputs = [("--groups", groups), *(estimator_inputs(options) if options is not None else [])]
-    written = write_outputs(result, outputs, output_dir, inputs=inputs, force=force, progress=progress)
+    outputs, written = build_and_write_outputs(result, output_options, output_dir, inputs=inputs,
+                                               force=force, progress=progress)
     return dataclasses.replace(result, summary=outputs.summary, outputs=outputs, written=written)
 
 

@@ -19,6 +19,7 @@ import signal
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import IO
 
 from commopt.errors import OutputError
 
@@ -140,6 +141,24 @@ def write_chunks(path: str | os.PathLike[str], chunks: Iterable[str]) -> None:
             if k == 0:
                 fh.flush()
                 fault_point("mid-write", name)
+
+
+def write_from(path: str | os.PathLike[str], source: IO[bytes]) -> None:
+    """Copy the open binary file ``source``, from its position to its end, to ``path``
+    atomically, a piece at a time. The ``mid-write`` fault point fires after the first piece."""
+    name = Path(path).name
+    with atomic_path(path) as tmp, open(tmp, "wb") as out:
+        first = True
+        while piece := source.read(_COPY_PIECE):
+            out.write(piece)
+            if first:
+                out.flush()
+                fault_point("mid-write", name)
+                first = False
+
+
+#: Bytes copied at a time by :func:`write_from`.
+_COPY_PIECE = 1 << 22
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:

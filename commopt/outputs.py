@@ -24,13 +24,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 from commopt.errors import GraphError, OptionError, OutputError
 from commopt.progress import SILENT, Progress
 from commopt.result import OptimizeResult, OutputOptions, Outputs
 from commopt.schemas.manifest import Manifest, ManifestFile
+
+if TYPE_CHECKING:
+    from commopt.forked import RenderJob
+    from commopt.schemas.report import OverlapReport
 
 #: A file path as the functions here take it.
 PathLike = str | os.PathLike
@@ -61,17 +66,38 @@ def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPU
     arena the original order would need), the runner's note and the list of files added;
     ``result`` itself is not changed, so building twice gives equal outputs.
     """
+    return _build_outputs(result, options, progress)
+
+
+def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Progress,
+                   report_built: Callable[[OverlapReport], None] | None = None) -> Outputs:
+    """:func:`build_outputs`; ``report_built`` is called with the report as soon as it is
+    built (without the runner's footprint, which only ``report.html`` shows), before the
+    buffer plan and the runner, so the trace can be rendered meanwhile."""
     from commopt.buffers import compare_plans, plan_buffers
     from commopt.buffers.planner import DEFAULT_ALIGN_BYTES
     from commopt.report import build_report
 
     g = result.graph
+    g0 = result.before_graph
     order = list(result.order)
     align = DEFAULT_ALIGN_BYTES if options.align is None else options.align
+    with progress.stage("build report"):
+        report = build_report(
+            g, g0.original_order, order, list(result.durations_us),
+            before_graph=g0, before_durations_us=result.before_durations_us,
+            estimator_name=result.estimator,
+            before_sim=result.pipeline.initial, after_sim=result.pipeline.final,
+            memory_budget_bytes=result.summary.memory_budget_bytes, notes=result.summary.notes,
+            certificate=result.summary.certificate,
+            data_dependent=result.summary.data_dependent,
+            robustness=result.summary.robustness,
+        )
+    if report_built is not None:
+        report_built(report)
     with progress.stage("plan buffers"):
         plan = plan_buffers(g, order, align=align, collective_types=options.comm_buffers,
                             persistent_params=options.persistent_params)
-        g0 = result.before_graph
         comparison = compare_plans(g, g0.original_order, order, align=align,
                                    collective_types=options.comm_buffers, new_plan=plan,
                                    persistent_params=options.persistent_params, original_graph=g0)
@@ -83,23 +109,41 @@ def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPU
     if footprint is not None and predicted is not None:  # the runner's exact figure
         footprint = footprint.model_copy(update={"after_bytes": predicted,
                                                  "arena_after_bytes": plan.totals.arena_bytes})
-    with progress.stage("build report"):
-        report = build_report(
-            g, g0.original_order, order, list(result.durations_us),
-            before_graph=g0, before_durations_us=result.before_durations_us,
-            estimator_name=result.estimator,
-            before_sim=result.pipeline.initial, after_sim=result.pipeline.final,
-            memory_budget_bytes=result.summary.memory_budget_bytes, notes=result.summary.notes,
-            certificate=result.summary.certificate,
-            data_dependent=result.summary.data_dependent,
-            footprint=footprint, robustness=result.summary.robustness,
-        )
+    if footprint is not None:
+        report = report.model_copy(update={"footprint": footprint})
     files = [result.summary.output, PLAN_FILE, *([runner_name] if runner_name else []),
              REPORT_HTML, TRACE_FILE, SUMMARY_FILE]
     summary = result.summary.model_copy(deep=True, update={
         "buffer_plan": comparison, "notes": notes, "outputs": files, "footprint": footprint})
     return Outputs(summary=summary, graph_file=result.summary.output, plan=plan,
                    runner_name=runner_name, runner_source=runner_source, report=report)
+
+
+def build_and_write_outputs(result: OptimizeResult, options: OutputOptions,
+                            output_dir: str | os.PathLike[str], *,
+                            inputs: Iterable[tuple[str, PathLike | None]] = (),
+                            force: bool = False,
+                            progress: Progress = SILENT) -> tuple[Outputs, tuple[Path, ...]]:
+    """:func:`build_outputs` then :func:`write_outputs`, the same files byte for byte; on a
+    large graph the Chrome trace is rendered by a forked child on the other core while this
+    process plans the buffers and generates the runner (:mod:`commopt.forked`)."""
+    from commopt.forked import RenderJob, worth_forking
+
+    jobs: dict[str, RenderJob] = {}
+
+    def render_trace_beside(report: OverlapReport) -> None:
+        if worth_forking(len(result.graph)):
+            jobs[TRACE_FILE] = RenderJob(lambda fh: _render_trace(report, fh), Path(output_dir),
+                                         fork=True)
+
+    try:
+        outputs = _build_outputs(result, options, progress, render_trace_beside)
+        written = write_outputs(result, outputs, output_dir, inputs=inputs, force=force,
+                                progress=progress, rendered=jobs)
+    finally:
+        for job in jobs.values():
+            job.cancel()
+    return outputs, written
 
 
 def _runner(graph, order: list[int], plan) -> tuple[str | None, str | None, str, int | None]:
@@ -116,7 +160,8 @@ def _runner(graph, order: list[int], plan) -> tuple[str | None, str | None, str,
 
 def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os.PathLike[str], *,
                   inputs: Iterable[tuple[str, PathLike | None]] = (),
-                  force: bool = False, progress: Progress = SILENT) -> tuple[Path, ...]:
+                  force: bool = False, progress: Progress = SILENT,
+                  rendered: Mapping[str, RenderJob] | None = None) -> tuple[Path, ...]:
     """Write the output set into ``output_dir``; returns the paths in writing order
     (``manifest.json`` last).
 
@@ -161,7 +206,11 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
     if outputs.report is not None:
         with progress.stage("write reports"):
             write_html(outputs.report, out / REPORT_HTML)
-            write_trace(outputs.report, out / TRACE_FILE)
+            job = (rendered or {}).get(TRACE_FILE)
+            if job is None:
+                write_trace(outputs.report, out / TRACE_FILE)
+            else:
+                _write_rendered(job, out / TRACE_FILE)
             written += [out / REPORT_HTML, out / TRACE_FILE]
     summary_path = out / SUMMARY_FILE
     atomic.write_text(summary_path, outputs.summary.model_dump_json(indent=2) + "\n")
@@ -175,6 +224,26 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
         with atomic.write_errors(out / name), contextlib.suppress(FileNotFoundError):
             (out / name).unlink()
     return tuple(written)
+
+
+def _render_trace(report: OverlapReport, fh: IO[bytes]) -> None:
+    """The trace file of ``report`` written into the open binary file ``fh`` (UTF-8, as
+    :func:`commopt.report.write_trace` writes it)."""
+    from commopt.report.trace import trace_chunks
+
+    fh.writelines(chunk.encode("utf-8") for chunk in trace_chunks(report))
+
+
+def _write_rendered(job: RenderJob, path: Path) -> None:
+    """Copy what ``job`` rendered to ``path`` (atomically); an error it hit while rendering
+    is raised here, as if this process had rendered the file."""
+    from commopt import atomic
+
+    try:
+        rendered = job.result()
+    except OSError as exc:  # e.g. the disk filled up under the temporary file
+        raise atomic.output_error(exc, path) from exc
+    atomic.write_from(path, rendered)
 
 
 def _pending_names(output_dir: Path) -> list[str]:

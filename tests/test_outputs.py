@@ -210,3 +210,32 @@ def test_a_first_run_killed_before_its_manifest_needs_no_force_to_finish(tmp_pat
     done = _optimize(src, out)
     assert done.returncode == 0, done.stderr
     assert incomplete_files(out) == [] and not (out / PENDING_FILE).exists()
+
+
+def test_a_trace_rendered_by_a_forked_child_is_the_same_file(tmp_path, monkeypatch):
+    """Large graphs render trace.json in a forked child (commopt.forked): every file of the set
+    is byte for byte the one rendered in process, on a real-model graph."""
+    from tests.corpus.graphs import CORPUS
+
+    graph = CORPUS / "ws8" / "llama_fsdp.pt2"
+    in_process = commopt.optimize(graph, output_dir=tmp_path / "a", timings=False)
+    monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
+    forked = commopt.optimize(graph, output_dir=tmp_path / "b", timings=False)
+    assert [p.name for p in forked.written] == [p.name for p in in_process.written]
+    assert _listing(tmp_path / "b") == _listing(tmp_path / "a")
+    assert forked.outputs.report == in_process.outputs.report
+
+
+def test_a_forked_render_that_fails_leaves_no_manifest_and_no_trace(tmp_path, monkeypatch):
+    from commopt.report import trace
+
+    def broken(report):
+        yield "{"
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
+    monkeypatch.setattr(trace, "trace_chunks", broken)
+    with pytest.raises(OutputError, match=r"trace.json: cannot write: No space left on device"):
+        commopt.optimize(_small("small"), output_dir=tmp_path, timings=False)
+    assert not (tmp_path / "trace.json").exists() and not (tmp_path / MANIFEST_FILE).exists()
+    assert not any(is_temp_file(p.name) for p in tmp_path.iterdir())

@@ -1,0 +1,155 @@
+"""Render an output file on the machine's other core: a forked child process writes it into
+an anonymous temporary file while this process builds the rest of the output set.
+
+A large graph's Chrome trace takes about as long to render as the buffer plan and the runner
+together, and nothing else depends on it, so the two proceed side by side. The child shares
+the parent's memory copy-on-write and only reads it; it writes nothing under a final name,
+prints nothing and reports back one small message (success, or the exception it raised).
+The parent copies the rendered bytes to their final place with the rest of the output set,
+in the same order and with the same crash safety as if it had rendered them itself.
+
+Where ``os.fork`` does not exist, or on a graph too small to gain from it, the work runs in
+this process when started, so the files are the same either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+#: Below this many nodes an output is rendered in this process: forking (tens of
+#: milliseconds for a large address space) would cost more than it saves.
+FORK_MIN_NODES = 20_000
+
+
+def worth_forking(nodes: int) -> bool:
+    """Whether rendering beside this process pays off for a graph of ``nodes`` nodes."""
+    return hasattr(os, "fork") and nodes >= FORK_MIN_NODES
+
+
+def _scratch_dir(destination: Path) -> Path:
+    """The nearest existing directory at or above ``destination``: the rendered bytes are
+    kept on the disk they go to (not in a memory-backed /tmp, where they would count as RAM)."""
+    for candidate in (destination, *destination.parents):
+        if candidate.is_dir():
+            return candidate
+    return Path(tempfile.gettempdir())
+
+
+class RenderJob:
+    """One file rendered by ``render(fh)``: in a forked child, or at once when ``fork`` is
+    False. :meth:`result` returns the open file holding the bytes (at offset 0) or raises
+    what ``render`` raised; :meth:`cancel` stops a child that is still running."""
+
+    def __init__(self, render: Callable[[IO[bytes]], None], destination: str | os.PathLike[str], *,
+                 fork: bool) -> None:
+        self._file: IO[bytes] = tempfile.TemporaryFile(dir=_scratch_dir(Path(destination)))
+        self._pid: int | None = None
+        self._pipe: int | None = None
+        self._error: BaseException | None = None
+        if not fork:
+            try:
+                render(self._file)
+            except BaseException as exc:  # raised again by result(), as a child's would be
+                self._error = exc
+            return
+        read_end, write_end = os.pipe()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()  # nothing buffered is inherited twice
+        pid = os.fork()
+        if pid == 0:  # the child: render, report, and leave without any of the parent's teardown
+            os.close(read_end)
+            _run_child(render, self._file, write_end)
+        os.close(write_end)
+        self._pid, self._pipe = pid, read_end
+
+    def result(self) -> IO[bytes]:
+        """The rendered file, positioned at its start; raises the renderer's exception."""
+        if self._pid is not None:
+            self._error = self._wait()
+        if self._error is not None:
+            error, self._error = self._error, None
+            self.close()
+            raise error
+        self._file.seek(0)
+        return self._file
+
+    def _wait(self) -> BaseException | None:
+        """Wait for the child; its exception (None on success)."""
+        assert self._pipe is not None and self._pid is not None
+        chunks = []
+        with open(self._pipe, "rb", closefd=True) as pipe:
+            while chunk := pipe.read(1 << 16):
+                chunks.append(chunk)
+        self._pipe = None
+        _, status = os.waitpid(self._pid, 0)
+        self._pid = None
+        message = b"".join(chunks)
+        if not message:  # killed before it could report (out of memory, a signal)
+            return RuntimeError(f"the process rendering an output ended without a result "
+                                f"({_status_text(status)})")
+        ok, payload = pickle.loads(message)
+        return None if ok else payload
+
+    def cancel(self) -> None:
+        """Stop and reap a child still running (an error elsewhere ended the output set), and
+        drop the temporary file."""
+        if self._pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self._pid, 0)
+            self._pid = None
+        if self._pipe is not None:
+            os.close(self._pipe)
+            self._pipe = None
+        self.close()
+
+    def close(self) -> None:
+        """Drop the temporary file (its bytes vanish with it)."""
+        self._file.close()
+
+
+def _run_child(render: Callable[[IO[bytes]], None], fh: IO[bytes], pipe: int) -> None:
+    """The child's whole life: ``render(fh)``, then one pickled ``(ok, exception)`` message."""
+    status = 0
+    try:
+        try:
+            render(fh)
+            fh.flush()
+            message = pickle.dumps((True, None))
+        except BaseException as exc:  # every failure goes back to the parent
+            message = _pickled_error(exc)
+        with open(pipe, "wb", closefd=True) as out:
+            out.write(message)
+    except BaseException:
+        status = 1
+    finally:
+        os._exit(status)
+
+
+def _pickled_error(exc: BaseException) -> bytes:
+    """``(False, exc)`` pickled; an exception that cannot be pickled becomes a RuntimeError
+    with its type and message."""
+    try:
+        return pickle.dumps((False, exc))
+    except Exception:
+        return pickle.dumps((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+def _status_text(status: int) -> str:
+    """A wait status in words."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(sig).name}"
+        return f"killed by signal {sig}"
+    return f"exit status {os.WEXITSTATUS(status)}"

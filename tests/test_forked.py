@@ -1,0 +1,87 @@
+"""Rendering an output in a forked child (commopt.forked): the bytes, and every way the
+child can fail, come back to the parent as if it had rendered the file itself."""
+
+import os
+import signal
+
+import pytest
+
+from commopt.errors import OutputError
+from commopt.forked import RenderJob, worth_forking
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+
+def _hello(fh):
+    fh.write(b"hello ")
+    fh.write(b"world\n" * 3)
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_the_rendered_bytes_come_back_from_the_start(tmp_path, fork):
+    job = RenderJob(_hello, tmp_path, fork=fork)
+    assert job.result().read() == b"hello " + b"world\n" * 3
+    job.close()
+    assert os.listdir(tmp_path) == []  # an anonymous file: nothing left behind
+
+
+def _fails(fh):
+    raise OutputError("cannot write: disk full", file="x/trace.json", field="f")
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_the_renderers_error_is_raised_by_result_with_its_fields(tmp_path, fork):
+    job = RenderJob(_fails, tmp_path, fork=fork)
+    with pytest.raises(OutputError) as info:
+        job.result()
+    assert str(info.value) == "x/trace.json, field f: cannot write: disk full"
+
+
+class _Unpicklable(Exception):
+    def __reduce__(self):
+        raise TypeError("no")
+
+
+def _fails_oddly(fh):
+    raise _Unpicklable("odd failure")
+
+
+def test_an_exception_that_cannot_travel_is_named_in_a_runtime_error(tmp_path):
+    job = RenderJob(_fails_oddly, tmp_path, fork=True)
+    with pytest.raises(RuntimeError, match="_Unpicklable: odd failure"):
+        job.result()
+
+
+def _dies(fh):
+    fh.write(b"half")
+    fh.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_child_killed_before_it_reports_is_an_error_not_a_partial_file(tmp_path):
+    job = RenderJob(_dies, tmp_path, fork=True)
+    with pytest.raises(RuntimeError, match="ended without a result .killed by SIGKILL"):
+        job.result()
+
+
+def test_cancel_stops_and_reaps_a_child_still_rendering(tmp_path):
+    read_end, write_end = os.pipe()
+
+    def waits_forever(fh):
+        os.close(write_end)
+        os.read(read_end, 1)  # never written: blocks until killed
+        fh.write(b"never")
+
+    job = RenderJob(waits_forever, tmp_path, fork=True)
+    pid = job._pid
+    job.cancel()
+    os.close(read_end)
+    os.close(write_end)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, 0)  # already reaped
+    assert job._pid is None
+
+
+def test_small_graphs_are_rendered_in_process():
+    assert not worth_forking(1_000)
+    assert worth_forking(10**6)
