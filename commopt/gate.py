@@ -120,11 +120,8 @@ def graph_identity(graph: Graph) -> str:
     baseline made from another program has another identity (:func:`check_same_graph`).
     """
     lines = sorted(f"{n.kind.label}\t{n.op}\t{n.name}" for n in graph.nodes)
-    h = hashlib.sha256()
-    for line in lines:
-        h.update(line.encode("utf-8", "surrogatepass"))
-        h.update(b"\n")
-    return h.hexdigest()
+    lines.append("")  # every line ends with a newline
+    return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def check_same_graph(metrics: CheckMetrics, baseline: CheckMetrics) -> None:
