@@ -18,7 +18,7 @@ import operator
 import random
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
-from itertools import compress
+from itertools import chain, compress
 
 import numpy as np
 
@@ -129,10 +129,12 @@ class TimeRanges:
                                  np.concatenate([cnode + self.slots, anode[keep]]))
         self.reads = _lists(rbuf, rnode, n)
         mine = ancestor[cnode]
-        wbuf, wnode = _by_buffer(np.concatenate([cbuf[mine], cbuf, abuf[keep]]),
-                                 np.concatenate([cnode[mine], cnode + self.slots,
-                                                 anode[keep] + self.slots]))
-        self.writes = _lists(wbuf, wnode, n)
+        wbuf = np.concatenate([cbuf[mine], cbuf, abuf[keep]])
+        wnode = np.concatenate([cnode[mine], cnode + self.slots, anode[keep] + self.slots])
+        # each buffer's agg entries children before parents (larger ids first), then its own
+        # entries: :meth:`Occupancy.take` skips the parents of an agg that holds the range
+        at = np.lexsort((-wnode, wbuf))
+        self.writes = _lists(wbuf[at], wnode[at], n)
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -182,12 +184,22 @@ class Occupancy:
     def take(self, i: int, start: int, end: int) -> None:
         """Bytes [start, end) taken for all of lifetime ``i``."""
         sets = self._sets
+        slots = self.ranges.slots
+        # agg entries (at slots + node, parent at (v + slots) >> 1) that hold [start, end)
+        # already: so does every ancestor's, a superset, which is then left alone
+        held: set[int] = set()
         for v in self.ranges.writes[i]:  # add [start, end) to the set, merging what it touches
+            if v in held:
+                held.add((v + slots) >> 1)
+                continue
             flat = sets[v]
             if flat is None:
                 sets[v] = [start, end]
                 continue
             lo = bisect_left(flat, start)
+            if lo & 1 and end <= flat[lo]:  # inside one range already
+                held.add((v + slots) >> 1)
+                continue
             first = flat[lo - 1] if lo & 1 else start  # starts in (or touches) a range
             lo -= lo & 1
             hi = bisect_right(flat, end)
@@ -225,11 +237,9 @@ def greedy_best_fit(order: Sequence[int], sizes: Sequence[int], firsts: Sequence
         if found:
             if len(found) == 1:
                 starts, ends = found[0][0::2], found[0][1::2]
-            else:
-                starts, ends = [], []
-                for flat in found:
-                    starts += flat[0::2]
-                    ends += flat[1::2]
+            else:  # every set has even length: all starts at even places, ends at odd ones
+                bounds = list(chain.from_iterable(found))
+                starts, ends = bounds[0::2], bounds[1::2]
                 starts.sort()
                 ends.sort()
             # With starts and ends sorted separately, the free gaps of the union are exactly

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from commopt.buffers.digest import document_digest, order_digest
-from commopt.buffers.lifetimes import BufferSpec, collect_buffers, parse_collective_types
+from commopt.buffers.lifetimes import BufferSpec, buffer_table, collect_buffers, parse_collective_types
 from commopt.buffers.offsets import assign_offsets, lower_bound
 from commopt.buffers.persistent import NO_PERSISTENT, PersistentParams, find_persistent_params
 from commopt.errors import OptionError
@@ -128,11 +128,32 @@ class _Packing:
     @classmethod
     def of(cls, specs: list[BufferSpec], align: int) -> _Packing:
         """Pack ``specs`` (:func:`commopt.buffers.offsets.assign_offsets`)."""
-        sizes = [align_up(s.padded_bytes, align) for s in specs]
-        firsts = [s.first for s in specs]
-        lasts = [s.last for s in specs]
+        return cls.of_lifetimes([s.padded_bytes for s in specs], [s.first for s in specs],
+                                [s.last for s in specs], align)
+
+    @classmethod
+    def of_lifetimes(cls, padded_bytes: list[int], firsts: list[int], lasts: list[int],
+                     align: int) -> _Packing:
+        """Pack buffers of these sizes (before alignment) and lifetimes."""
+        sizes = [align_up(size, align) for size in padded_bytes]
         offsets, arena, heuristic = assign_offsets(sizes, firsts, lasts)
         return cls(sizes, offsets, arena, heuristic, lower_bound(sizes, firsts, lasts))
+
+
+def _packings(graph: Graph, order: Sequence[int], types: tuple[str, ...] | None, align: int,
+              persistent: PersistentParams = NO_PERSISTENT) -> list[_Packing]:
+    """Per process group, the packing :func:`_packed_groups` makes, from the buffer table's
+    lifetimes without a :class:`BufferSpec` per buffer: comparing arenas needs only sizes."""
+    table = buffer_table(graph, types, persistent)
+    first, last, _ = table.lifetimes(graph, order)
+    firsts, lasts = first.tolist(), last.tolist()
+    by_group: dict[str, list[int]] = {}
+    for b, row in enumerate(table.rows):
+        by_group.setdefault(row[4], []).append(b)
+    rows = table.rows
+    return [_Packing.of_lifetimes([rows[b][6] for b in bs], [firsts[b] for b in bs],
+                                  [lasts[b] for b in bs], align)
+            for _, bs in sorted(by_group.items())]
 
 
 def _plan_group(graph: Graph, group: str, specs: list[BufferSpec],
@@ -241,11 +262,11 @@ def compare_plans(
     types = parse_collective_types(collective_types)
     persistent = find_persistent_params(source, persistent_params)
     # only the original plan's totals are compared: pack it, build no plan of it
-    before = [p for _, _, p in _packed_groups(source, original_order, types, align, persistent)]
+    before = _packings(source, original_order, types, align, persistent)
     original_arena = sum(p.arena for p in before)
     cost = None
     if new_plan.persistent_params is not None:
-        without = sum(p.arena for _, _, p in _packed_groups(graph, new_order, types, align))
+        without = sum(p.arena for p in _packings(graph, new_order, types, align))
         cost = schema.PersistentParamsCost(
             **new_plan.persistent_params.model_dump(), arena_bytes_without=without,
             arena_cost_bytes=new_plan.totals.arena_bytes - without)
