@@ -28,6 +28,7 @@ import functools
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -211,15 +212,8 @@ def _sites(graph: Graph) -> _Sites:
     key_ids: dict[tuple[int, int], int] = {}
     for k in keys:
         key_ids.setdefault(k, len(key_ids))
-    touch_node: list[int] = []
-    touch_key: list[int] = []
-    for node in nodes:
-        i = node.index
-        touch_node.append(i)
-        touch_key.append(key_ids[keys[i]])
-        for j in node.inputs:
-            touch_node.append(i)
-            touch_key.append(key_ids[keys[j]])
+    touch_node, touch_key = _touches(nodes, np.fromiter(map(key_ids.__getitem__, keys),
+                                                        dtype=np.int64, count=len(keys)))
     sites = []
     for c in graph.collectives():
         node = nodes[c]
@@ -238,13 +232,23 @@ def _sites(graph: Graph) -> _Sites:
                         for k, m in enumerate(node.outputs))
         sites.append(_Site(c, node.collective, tuple(graph.waits_of(c)), tuple(reads), outputs))
     waits = [(j, w) for j, site in enumerate(sites) for w in site.waits]
-    cached = _Sites(keys, key_ids, np.asarray(touch_node, dtype=np.int64),
-                    np.asarray(touch_key, dtype=np.int64), tuple(sites),
+    cached = _Sites(keys, key_ids, touch_node, touch_key, tuple(sites),
                     np.asarray([site.c for site in sites], dtype=np.int64),
                     np.asarray([j for j, _ in waits], dtype=np.int64),
                     np.asarray([w for _, w in waits], dtype=np.int64))
     _SITES[graph] = cached
     return cached
+
+
+def _touches(nodes: list[Node], key_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (node, alias-key id) touch: each node touches its own key and its inputs' keys
+    (in no particular order: only the last position per key is asked of them)."""
+    inputs = [node.inputs for node in nodes]
+    counts = np.fromiter(map(len, inputs), dtype=np.int64, count=len(nodes))
+    src = np.fromiter(chain.from_iterable(inputs), dtype=np.int64, count=int(counts.sum()))
+    ids = np.arange(len(nodes), dtype=np.int64)
+    return (np.concatenate([ids, np.repeat(ids, counts)]),
+            np.concatenate([key_id, key_id[src]]))
 
 
 def collect_buffers(

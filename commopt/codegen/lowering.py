@@ -150,6 +150,11 @@ class Lowering:
     def encode(self, node: Node, value: Any) -> Any:
         """An argument value as record data: references, symbols, tuples and dicts become
         one-key objects."""
+        t = type(value)
+        if t is int or t is str or value is None or t is bool:  # most values: as they are
+            return value
+        if t is Ref:
+            return {REF: value.index}
         if isinstance(value, Ref):
             return {REF: value.index}
         if isinstance(value, Symbol):
@@ -183,6 +188,8 @@ class Lowering:
 
     def kwargs(self, node: Node) -> dict[str, Any]:
         """Keyword arguments by name (the device is always the runner's)."""
+        if not node.kwargs:
+            return {}
         if not all(type(k) is str for k in node.kwargs):
             raise self.fail(node, "keyword argument names must be strings", "kwargs")
         return {k: {DEVICE: None} if k == "device" else self.encode(node, v)
