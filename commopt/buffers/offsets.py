@@ -92,6 +92,7 @@ class TimeRanges:
         lo = np.searchsorted(coords, first) + leaves
         hi = np.searchsorted(coords, end) + leaves
         ids = np.arange(n, dtype=np.int64)
+        first_leaf, end_leaf = lo, hi
         canon_buf: list[np.ndarray] = []
         canon_node: list[np.ndarray] = []
         active = lo < hi
@@ -109,14 +110,7 @@ class TimeRanges:
             active = lo < hi
         cbuf, cnode = _by_buffer(np.concatenate([[], *canon_buf]).astype(np.int64),
                                  np.concatenate([[], *canon_node]).astype(np.int64))
-        # strict ancestors of the canonical nodes, each once per buffer
-        parts = []
-        key = _sorted_unique(cbuf * self.slots + (cnode >> 1))
-        while len(key):
-            key = key[key % self.slots > 0]
-            parts.append(key)
-            key = _sorted_unique(key - (key % self.slots) + ((key % self.slots) >> 1))
-        key = _sorted_unique(np.concatenate([np.zeros(0, dtype=np.int64), *parts]))
+        key = _sorted_unique(_ancestor_keys(first_leaf, end_leaf, leaves))
         abuf, anode = key // self.slots, key % self.slots
         # agg is only read at canonical nodes, own only at ancestors; own is only written at
         # canonical nodes: what no placement reads is not written, and the other way round
@@ -133,8 +127,24 @@ class TimeRanges:
         wnode = np.concatenate([cnode[mine], cnode + self.slots, anode[keep] + self.slots])
         # each buffer's agg entries children before parents (larger ids first), then its own
         # entries: :meth:`Occupancy.take` skips the parents of an agg that holds the range
-        at = np.lexsort((-wnode, wbuf))
-        self.writes = _lists(wbuf[at], wnode[at], n)
+        span = 2 * self.slots  # one sort of buffer * span + (span - 1 - entry)
+        key = np.sort(wbuf * span + (span - 1 - wnode))
+        self.writes = _lists(key // span, span - 1 - key % span, n)
+
+
+def _ancestor_keys(lo: np.ndarray, hi: np.ndarray, leaves: int) -> np.ndarray:
+    """``buffer * 2 * leaves + node`` for every strict ancestor of buffer b's canonical nodes
+    (leaf range ``[lo[b], hi[b])``), with repeats: the nodes its range covers in part, which
+    are the nodes on the paths up from its two ends that the range does not start or end at
+    the edge of (what a lazy segment tree pushes down on a range update)."""
+    ids = np.arange(len(lo), dtype=np.int64)[lo < hi]
+    lo, hi = lo[ids], hi[ids]
+    parts = [np.zeros(0, dtype=np.int64)]
+    for level in range(1, leaves.bit_length()):
+        for edge, node in ((lo, lo >> level), (hi, (hi - 1) >> level)):
+            partial = (edge >> level) << level != edge
+            parts.append(ids[partial] * (2 * leaves) + node[partial])
+    return np.concatenate(parts)
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:
