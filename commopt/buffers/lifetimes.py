@@ -308,8 +308,26 @@ class BufferTable:
 
     def lifetimes(self, graph: Graph, order: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(first, last, zero_copy) of every buffer on ``order`` (rules in the module
-        docstring, exactly as :func:`collect_buffers` reports them)."""
-        pos = np.asarray(Schedule.of(graph, order).positions, dtype=np.int64).reshape(len(graph.nodes))
+        docstring, exactly as :func:`collect_buffers` reports them). Read-only arrays,
+        remembered for the graph's original order and the last few others: the footprint
+        budget and the planner both ask for the original order and for the final one."""
+        schedule = Schedule.of(graph, order)
+        memo = _LIFETIMES.setdefault(self, {})
+        found = memo.get(schedule)
+        if found is None:
+            found = self._lifetimes(graph, schedule)
+            for array in found:
+                array.setflags(write=False)
+            original = tuple(graph.original_order)
+            others = [key for key in memo if key.order != original]
+            if schedule.order != original and len(others) >= LIFETIME_ORDERS_KEPT:
+                del memo[others[0]]  # the oldest
+            memo[schedule] = found
+        return found
+
+    def _lifetimes(self, graph: Graph, schedule: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`lifetimes`, computed."""
+        pos = np.asarray(schedule.positions, dtype=np.int64).reshape(len(graph.nodes))
         sites = self.sites
         last_touch = np.full(len(sites.key_ids) + 1, -1, dtype=np.int64)
         np.maximum.at(last_touch, sites.touch_key, pos[sites.touch_node])
@@ -346,6 +364,11 @@ class BufferTable:
 
 
 _TABLES: weakref.WeakKeyDictionary[Graph, dict] = weakref.WeakKeyDictionary()
+
+#: Orders besides the original one whose lifetimes a table remembers (each a few arrays of
+#: one int per buffer, and the order itself).
+LIFETIME_ORDERS_KEPT = 2
+_LIFETIMES: weakref.WeakKeyDictionary[BufferTable, dict[Schedule, tuple]] = weakref.WeakKeyDictionary()
 
 
 def buffer_table(graph: Graph, collective_types: Iterable[str] | None = None,
