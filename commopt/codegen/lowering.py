@@ -208,15 +208,14 @@ class Lowering:
         return records  # type: ignore[return-value]
 
     def record(self, node: Node, slots: dict | None) -> tuple:
-        head = (node.index, node.name)
         kind = node.kind
         if kind is NodeKind.INPUT:
-            return (*head, "input", ())
+            return (node.index, node.name, "input", ())
         body = (self.output(node) if kind is NodeKind.OUTPUT
                 else self.collective(node, slots) if kind is NodeKind.COLLECTIVE
                 else self.wait(node) if kind is NodeKind.WAIT
                 else self.compute(node, self.targets.get(node.index)))
-        return (*head, body[0], reads(node), *body[1:])
+        return (node.index, node.name, body[0], reads(node), *body[1:])
 
     def output(self, node: Node) -> tuple:
         values = self.encode(node, node.args[0]) if node.args else []
