@@ -32,8 +32,7 @@ def document_digest(doc: object) -> str:
 
 def order_digest(graph: Graph, order: Sequence[int]) -> str:
     """sha256 (hex) of the node names in ``order``, one per line: identifies the planned order."""
-    h = hashlib.sha256()
-    for i in order:
-        h.update(graph.nodes[i].name.encode("utf-8"))
-        h.update(b"\n")
-    return h.hexdigest()
+    nodes = graph.nodes
+    # one join and one update: 100,000s of small updates cost more than the hashing itself
+    lines = "".join([f"{nodes[i].name}\n" for i in order])
+    return hashlib.sha256(lines.encode("utf-8")).hexdigest()

@@ -28,6 +28,7 @@ import functools
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -211,15 +212,8 @@ def _sites(graph: Graph) -> _Sites:
     key_ids: dict[tuple[int, int], int] = {}
     for k in keys:
         key_ids.setdefault(k, len(key_ids))
-    touch_node: list[int] = []
-    touch_key: list[int] = []
-    for node in nodes:
-        i = node.index
-        touch_node.append(i)
-        touch_key.append(key_ids[keys[i]])
-        for j in node.inputs:
-            touch_node.append(i)
-            touch_key.append(key_ids[keys[j]])
+    touch_node, touch_key = _touches(nodes, np.fromiter(map(key_ids.__getitem__, keys),
+                                                        dtype=np.int64, count=len(keys)))
     sites = []
     for c in graph.collectives():
         node = nodes[c]
@@ -238,13 +232,23 @@ def _sites(graph: Graph) -> _Sites:
                         for k, m in enumerate(node.outputs))
         sites.append(_Site(c, node.collective, tuple(graph.waits_of(c)), tuple(reads), outputs))
     waits = [(j, w) for j, site in enumerate(sites) for w in site.waits]
-    cached = _Sites(keys, key_ids, np.asarray(touch_node, dtype=np.int64),
-                    np.asarray(touch_key, dtype=np.int64), tuple(sites),
+    cached = _Sites(keys, key_ids, touch_node, touch_key, tuple(sites),
                     np.asarray([site.c for site in sites], dtype=np.int64),
                     np.asarray([j for j, _ in waits], dtype=np.int64),
                     np.asarray([w for _, w in waits], dtype=np.int64))
     _SITES[graph] = cached
     return cached
+
+
+def _touches(nodes: list[Node], key_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (node, alias-key id) touch: each node touches its own key and its inputs' keys
+    (in no particular order: only the last position per key is asked of them)."""
+    inputs = [node.inputs for node in nodes]
+    counts = np.fromiter(map(len, inputs), dtype=np.int64, count=len(nodes))
+    src = np.fromiter(chain.from_iterable(inputs), dtype=np.int64, count=int(counts.sum()))
+    ids = np.arange(len(nodes), dtype=np.int64)
+    return (np.concatenate([ids, np.repeat(ids, counts)]),
+            np.concatenate([key_id, key_id[src]]))
 
 
 def collect_buffers(
@@ -304,8 +308,26 @@ class BufferTable:
 
     def lifetimes(self, graph: Graph, order: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(first, last, zero_copy) of every buffer on ``order`` (rules in the module
-        docstring, exactly as :func:`collect_buffers` reports them)."""
-        pos = np.asarray(Schedule.of(graph, order).positions, dtype=np.int64).reshape(len(graph.nodes))
+        docstring, exactly as :func:`collect_buffers` reports them). Read-only arrays,
+        remembered for the graph's original order and the last few others: the footprint
+        budget and the planner both ask for the original order and for the final one."""
+        schedule = Schedule.of(graph, order)
+        memo = _LIFETIMES.setdefault(self, {})
+        found = memo.get(schedule)
+        if found is None:
+            found = self._lifetimes(graph, schedule)
+            for array in found:
+                array.setflags(write=False)
+            original = tuple(graph.original_order)
+            others = [key for key in memo if key.order != original]
+            if schedule.order != original and len(others) >= LIFETIME_ORDERS_KEPT:
+                del memo[others[0]]  # the oldest
+            memo[schedule] = found
+        return found
+
+    def _lifetimes(self, graph: Graph, schedule: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`lifetimes`, computed."""
+        pos = np.asarray(schedule.positions, dtype=np.int64).reshape(len(graph.nodes))
         sites = self.sites
         last_touch = np.full(len(sites.key_ids) + 1, -1, dtype=np.int64)
         np.maximum.at(last_touch, sites.touch_key, pos[sites.touch_node])
@@ -342,6 +364,11 @@ class BufferTable:
 
 
 _TABLES: weakref.WeakKeyDictionary[Graph, dict] = weakref.WeakKeyDictionary()
+
+#: Orders besides the original one whose lifetimes a table remembers (each a few arrays of
+#: one int per buffer, and the order itself).
+LIFETIME_ORDERS_KEPT = 2
+_LIFETIMES: weakref.WeakKeyDictionary[BufferTable, dict[Schedule, tuple]] = weakref.WeakKeyDictionary()
 
 
 def buffer_table(graph: Graph, collective_types: Iterable[str] | None = None,

@@ -18,7 +18,7 @@ import operator
 import random
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
-from itertools import compress
+from itertools import chain, compress
 
 import numpy as np
 
@@ -92,6 +92,7 @@ class TimeRanges:
         lo = np.searchsorted(coords, first) + leaves
         hi = np.searchsorted(coords, end) + leaves
         ids = np.arange(n, dtype=np.int64)
+        first_leaf, end_leaf = lo, hi
         canon_buf: list[np.ndarray] = []
         canon_node: list[np.ndarray] = []
         active = lo < hi
@@ -109,14 +110,7 @@ class TimeRanges:
             active = lo < hi
         cbuf, cnode = _by_buffer(np.concatenate([[], *canon_buf]).astype(np.int64),
                                  np.concatenate([[], *canon_node]).astype(np.int64))
-        # strict ancestors of the canonical nodes, each once per buffer
-        parts = []
-        key = _sorted_unique(cbuf * self.slots + (cnode >> 1))
-        while len(key):
-            key = key[key % self.slots > 0]
-            parts.append(key)
-            key = _sorted_unique(key - (key % self.slots) + ((key % self.slots) >> 1))
-        key = _sorted_unique(np.concatenate([np.zeros(0, dtype=np.int64), *parts]))
+        key = _sorted_unique(_ancestor_keys(first_leaf, end_leaf, leaves))
         abuf, anode = key // self.slots, key % self.slots
         # agg is only read at canonical nodes, own only at ancestors; own is only written at
         # canonical nodes: what no placement reads is not written, and the other way round
@@ -129,10 +123,28 @@ class TimeRanges:
                                  np.concatenate([cnode + self.slots, anode[keep]]))
         self.reads = _lists(rbuf, rnode, n)
         mine = ancestor[cnode]
-        wbuf, wnode = _by_buffer(np.concatenate([cbuf[mine], cbuf, abuf[keep]]),
-                                 np.concatenate([cnode[mine], cnode + self.slots,
-                                                 anode[keep] + self.slots]))
-        self.writes = _lists(wbuf, wnode, n)
+        wbuf = np.concatenate([cbuf[mine], cbuf, abuf[keep]])
+        wnode = np.concatenate([cnode[mine], cnode + self.slots, anode[keep] + self.slots])
+        # each buffer's agg entries children before parents (larger ids first), then its own
+        # entries: :meth:`Occupancy.take` skips the parents of an agg that holds the range
+        span = 2 * self.slots  # one sort of buffer * span + (span - 1 - entry)
+        key = np.sort(wbuf * span + (span - 1 - wnode))
+        self.writes = _lists(key // span, span - 1 - key % span, n)
+
+
+def _ancestor_keys(lo: np.ndarray, hi: np.ndarray, leaves: int) -> np.ndarray:
+    """``buffer * 2 * leaves + node`` for every strict ancestor of buffer b's canonical nodes
+    (leaf range ``[lo[b], hi[b])``), with repeats: the nodes its range covers in part, which
+    are the nodes on the paths up from its two ends that the range does not start or end at
+    the edge of (what a lazy segment tree pushes down on a range update)."""
+    ids = np.arange(len(lo), dtype=np.int64)[lo < hi]
+    lo, hi = lo[ids], hi[ids]
+    parts = [np.zeros(0, dtype=np.int64)]
+    for level in range(1, leaves.bit_length()):
+        for edge, node in ((lo, lo >> level), (hi, (hi - 1) >> level)):
+            partial = (edge >> level) << level != edge
+            parts.append(ids[partial] * (2 * leaves) + node[partial])
+    return np.concatenate(parts)
 
 
 def _sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -182,12 +194,22 @@ class Occupancy:
     def take(self, i: int, start: int, end: int) -> None:
         """Bytes [start, end) taken for all of lifetime ``i``."""
         sets = self._sets
+        slots = self.ranges.slots
+        # agg entries (at slots + node, parent at (v + slots) >> 1) that hold [start, end)
+        # already: so does every ancestor's, a superset, which is then left alone
+        held: set[int] = set()
         for v in self.ranges.writes[i]:  # add [start, end) to the set, merging what it touches
+            if v in held:
+                held.add((v + slots) >> 1)
+                continue
             flat = sets[v]
             if flat is None:
                 sets[v] = [start, end]
                 continue
             lo = bisect_left(flat, start)
+            if lo & 1 and end <= flat[lo]:  # inside one range already
+                held.add((v + slots) >> 1)
+                continue
             first = flat[lo - 1] if lo & 1 else start  # starts in (or touches) a range
             lo -= lo & 1
             hi = bisect_right(flat, end)
@@ -225,11 +247,9 @@ def greedy_best_fit(order: Sequence[int], sizes: Sequence[int], firsts: Sequence
         if found:
             if len(found) == 1:
                 starts, ends = found[0][0::2], found[0][1::2]
-            else:
-                starts, ends = [], []
-                for flat in found:
-                    starts += flat[0::2]
-                    ends += flat[1::2]
+            else:  # every set has even length: all starts at even places, ends at odd ones
+                bounds = list(chain.from_iterable(found))
+                starts, ends = bounds[0::2], bounds[1::2]
                 starts.sort()
                 ends.sort()
             # With starts and ends sorted separately, the free gaps of the union are exactly

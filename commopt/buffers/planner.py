@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from commopt.buffers.digest import document_digest, order_digest
-from commopt.buffers.lifetimes import BufferSpec, collect_buffers, parse_collective_types
+from commopt.buffers.lifetimes import buffer_table, parse_collective_types
 from commopt.buffers.offsets import assign_offsets, lower_bound
 from commopt.buffers.persistent import NO_PERSISTENT, PersistentParams, find_persistent_params
 from commopt.errors import OptionError
@@ -76,8 +76,9 @@ def plan_buffers(
     persistent = find_persistent_params(graph, persistent_params)
     if order is None:
         order = graph.original_order
-    planned = [_plan_group(graph, name, specs, packed)
-               for name, specs, packed in _packed_groups(graph, order, types, align, persistent)]
+    lifetimes = _Lifetimes(graph, order, types, persistent)
+    planned = [_plan_group(graph, name, lifetimes, buffers, lifetimes.packing(buffers, align))
+               for name, buffers in lifetimes.groups]
     arenas = [arena for arena, _ in planned]
     totals = PlanTotals(
         buffers=sum(len(a.buffers) for a in arenas),
@@ -105,15 +106,28 @@ def plan_buffers(
     return plan
 
 
-def _packed_groups(graph: Graph, order: Sequence[int], types: tuple[str, ...] | None, align: int,
-                   persistent: PersistentParams = NO_PERSISTENT):
-    """Per process group (sorted by name): its buffers on ``order`` and their packing."""
-    by_group: dict[str, list[BufferSpec]] = {}
-    for s in collect_buffers(graph, order, types, persistent):
-        by_group.setdefault(s.group, []).append(s)
-    for name in sorted(by_group):
-        specs = by_group[name]
-        yield name, specs, _Packing.of(specs, align)
+class _Lifetimes:
+    """The buffers of a graph on one order, as rows of its buffer table
+    (:class:`~commopt.buffers.lifetimes.BufferTable`) with their lifetimes, grouped by process
+    group (sorted by name): what packing and the plan's rows are made from, without a
+    :class:`~commopt.buffers.lifetimes.BufferSpec` per buffer."""
+
+    def __init__(self, graph: Graph, order: Sequence[int], types: tuple[str, ...] | None,
+                 persistent: PersistentParams = NO_PERSISTENT) -> None:
+        table = buffer_table(graph, types, persistent)
+        first, last, zero_copy = table.lifetimes(graph, order)
+        self.rows = table.rows
+        self.firsts, self.lasts, self.zero_copy = first.tolist(), last.tolist(), zero_copy.tolist()
+        by_group: dict[str, list[int]] = {}
+        for b, row in enumerate(self.rows):
+            by_group.setdefault(row[4], []).append(b)
+        self.groups = sorted(by_group.items())
+
+    def packing(self, buffers: list[int], align: int) -> _Packing:
+        """The packing of these buffers (row numbers)."""
+        rows, firsts, lasts = self.rows, self.firsts, self.lasts
+        return _Packing.of_lifetimes([rows[b][6] for b in buffers], [firsts[b] for b in buffers],
+                                     [lasts[b] for b in buffers], align)
 
 
 class _Packing:
@@ -126,40 +140,56 @@ class _Packing:
         self.per_call_site = sum(sizes)
 
     @classmethod
-    def of(cls, specs: list[BufferSpec], align: int) -> _Packing:
-        """Pack ``specs`` (:func:`commopt.buffers.offsets.assign_offsets`)."""
-        sizes = [align_up(s.padded_bytes, align) for s in specs]
-        firsts = [s.first for s in specs]
-        lasts = [s.last for s in specs]
+    def of_lifetimes(cls, padded_bytes: list[int], firsts: list[int], lasts: list[int],
+                     align: int) -> _Packing:
+        """Pack buffers of these sizes (before alignment) and lifetimes
+        (:func:`commopt.buffers.offsets.assign_offsets`)."""
+        sizes = [align_up(size, align) for size in padded_bytes]
         offsets, arena, heuristic = assign_offsets(sizes, firsts, lasts)
         return cls(sizes, offsets, arena, heuristic, lower_bound(sizes, firsts, lasts))
 
 
-def _plan_group(graph: Graph, group: str, specs: list[BufferSpec],
+def _packings(graph: Graph, order: Sequence[int], types: tuple[str, ...] | None, align: int,
+              persistent: PersistentParams = NO_PERSISTENT) -> list[_Packing]:
+    """Per process group (sorted by name), the packing of its buffers on ``order``."""
+    lifetimes = _Lifetimes(graph, order, types, persistent)
+    return [lifetimes.packing(buffers, align) for _, buffers in lifetimes.groups]
+
+
+#: A buffer's role as its name spells it (:meth:`commopt.buffers.lifetimes.BufferSpec.name`).
+_ROLE_NAMES = {"input": "in", "output": "out", "inout": "inout"}
+
+
+def _plan_group(graph: Graph, group: str, lifetimes: _Lifetimes, buffers: list[int],
                 packed: _Packing) -> tuple[GroupArena, list[dict]]:
-    """One group's arena, and its buffers as the plain data a dump of them gives."""
+    """One group's arena, and its buffers (row numbers of ``lifetimes``) as the plain data a
+    dump of them gives."""
     pg = graph.groups.get(group)
     nodes = graph.nodes
+    table_rows, firsts, lasts, zero_copy = lifetimes.rows, lifetimes.firsts, lifetimes.lasts, \
+        lifetimes.zero_copy
     # plain data validated once per arena (pydantic-core checks nested data far faster than
     # it builds 100,000s of models one call at a time); keys in the schema's order, the
     # fields a dump omits left out, so the rows are also what the digest hashes
     rows = []
-    for s, off, size in zip(specs, packed.offsets, packed.sizes, strict=True):
-        coll = nodes[s.collective]
+    for b, off, size in zip(buffers, packed.offsets, packed.sizes, strict=True):
+        c, role, k, value, _, meta, padded, local, producer, persistent, shared = table_rows[b]
+        coll = nodes[c]
         row = {
-            "name": s.name(graph), "node": coll.name, "collective_type": coll.collective.type,
-            "role": s.role, "tensor_index": s.tensor_index, "value": nodes[s.value].name,
-            "offset_bytes": off, "size_bytes": size, "padded_bytes": s.padded_bytes,
-            "local_bytes": s.local_bytes, "dtype": s.meta.dtype, "shape": list(s.meta.shape),
-            "max_shape": list(s.meta.max_shape) if s.meta.max_shape is not None else None,
-            "first": s.first, "last": s.last,
-            "producer": nodes[s.producer].name if s.producer is not None else None,
-            "zero_copy": s.zero_copy,
+            "name": f"{coll.name}:{_ROLE_NAMES[role]}{k}", "node": coll.name,
+            "collective_type": coll.collective.type,
+            "role": role, "tensor_index": k, "value": nodes[value].name,
+            "offset_bytes": off, "size_bytes": size, "padded_bytes": padded,
+            "local_bytes": local, "dtype": meta.dtype, "shape": list(meta.shape),
+            "max_shape": list(meta.max_shape) if meta.max_shape is not None else None,
+            "first": firsts[b], "last": lasts[b],
+            "producer": nodes[producer].name if producer is not None else None,
+            "zero_copy": zero_copy[b],
         }
-        if s.persistent:
+        if persistent:
             row["persistent"] = True
-        if s.shared:
-            row["shared_with"] = [_read_name(graph, c, k) for c, k in s.shared]
+        if shared:
+            row["shared_with"] = [_read_name(graph, c, k) for c, k in shared]
         rows.append(row)
     arena = GroupArena.model_validate({
         "group": group,
@@ -241,11 +271,11 @@ def compare_plans(
     types = parse_collective_types(collective_types)
     persistent = find_persistent_params(source, persistent_params)
     # only the original plan's totals are compared: pack it, build no plan of it
-    before = [p for _, _, p in _packed_groups(source, original_order, types, align, persistent)]
+    before = _packings(source, original_order, types, align, persistent)
     original_arena = sum(p.arena for p in before)
     cost = None
     if new_plan.persistent_params is not None:
-        without = sum(p.arena for _, _, p in _packed_groups(graph, new_order, types, align))
+        without = sum(p.arena for p in _packings(graph, new_order, types, align))
         cost = schema.PersistentParamsCost(
             **new_plan.persistent_params.model_dump(), arena_bytes_without=without,
             arena_cost_bytes=new_plan.totals.arena_bytes - without)

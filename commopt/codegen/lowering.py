@@ -150,6 +150,11 @@ class Lowering:
     def encode(self, node: Node, value: Any) -> Any:
         """An argument value as record data: references, symbols, tuples and dicts become
         one-key objects."""
+        t = type(value)
+        if t is int or t is str or value is None or t is bool:  # most values: as they are
+            return value
+        if t is Ref:
+            return {REF: value.index}
         if isinstance(value, Ref):
             return {REF: value.index}
         if isinstance(value, Symbol):
@@ -183,6 +188,8 @@ class Lowering:
 
     def kwargs(self, node: Node) -> dict[str, Any]:
         """Keyword arguments by name (the device is always the runner's)."""
+        if not node.kwargs:
+            return {}
         if not all(type(k) is str for k in node.kwargs):
             raise self.fail(node, "keyword argument names must be strings", "kwargs")
         return {k: {DEVICE: None} if k == "device" else self.encode(node, v)
@@ -201,15 +208,14 @@ class Lowering:
         return records  # type: ignore[return-value]
 
     def record(self, node: Node, slots: dict | None) -> tuple:
-        head = (node.index, node.name)
         kind = node.kind
         if kind is NodeKind.INPUT:
-            return (*head, "input", ())
+            return (node.index, node.name, "input", ())
         body = (self.output(node) if kind is NodeKind.OUTPUT
                 else self.collective(node, slots) if kind is NodeKind.COLLECTIVE
                 else self.wait(node) if kind is NodeKind.WAIT
                 else self.compute(node, self.targets.get(node.index)))
-        return (*head, body[0], reads(node), *body[1:])
+        return (node.index, node.name, body[0], reads(node), *body[1:])
 
     def output(self, node: Node) -> tuple:
         values = self.encode(node, node.args[0]) if node.args else []

@@ -163,9 +163,9 @@ def _json_table(name: str, rows: list, per_line: int = 1) -> str:
     parser takes for the same literal (20 s for a 100k-node step table)."""
     if not rows:
         return f"{name} = []"
-    encoded = list(map(_json_row, rows))
-    lines = encoded if per_line == 1 else (
-        ", ".join(encoded[k:k + per_line]) for k in range(0, len(encoded), per_line))
+    # a slice's JSON is its rows' JSON joined by the item separator, inside brackets
+    lines = map(_json_row, rows) if per_line == 1 else (
+        _json_row(rows[k:k + per_line])[1:-1] for k in range(0, len(rows), per_line))
     # the separators hold no quote: escaping the joined text escapes every row
     text = ",\n    ".join(lines).replace("'", "\\u0027")
     return f"{name} = json.loads(r'''[\n    " + text + "\n]''')"

@@ -68,7 +68,7 @@ def plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str, 
             if buf.dtype not in DTYPE_BYTES:
                 raise OptionError(f"buffer {buf.name!r} has unknown dtype {buf.dtype!r}",
                                   field="plan.groups.buffers")
-            shape = tuple(int(d) for d in (buf.max_shape or buf.shape))
+            shape = tuple(map(int, buf.max_shape or buf.shape))
             nbytes = math.prod(shape) * DTYPE_BYTES[buf.dtype]
             if buf.offset_bytes % DTYPE_BYTES[buf.dtype] or buf.offset_bytes + nbytes > arena.arena_bytes:
                 raise OptionError(f"buffer {buf.name!r} does not fit its arena at its offset",

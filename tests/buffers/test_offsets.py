@@ -139,3 +139,43 @@ def test_occupancy_ranges_that_only_touch_do_not_overlap():
     assert not occupancy.overlaps(1, 0, 10) and not occupancy.overlaps(1, 20, 30)
     assert occupancy.overlaps(1, 19, 21) and occupancy.overlaps(1, 0, 11)
     assert not occupancy.overlaps(2, 10, 20)  # another time
+
+
+def _canonical_nodes(lo: int, hi: int) -> list[int]:
+    """The canonical nodes of leaf range [lo, hi) by the textbook bottom-up walk."""
+    nodes = []
+    while lo < hi:
+        if lo & 1:
+            nodes.append(lo)
+            lo += 1
+        if hi & 1:
+            hi -= 1
+            nodes.append(hi)
+        lo >>= 1
+        hi >>= 1
+    return nodes
+
+
+@given(buffers_strategy)
+def test_time_ranges_read_and_write_the_sets_a_walk_of_each_range_names(items):
+    """TimeRanges' per-buffer entries equal those of a plain walk per buffer: agg at the
+    canonical nodes and own at their strict ancestors are read; own at the canonical nodes
+    and agg at them and at their ancestors are written (entries nobody reads left out); the
+    writes list children before parents."""
+    _, firsts, lasts = _unpack(items)
+    ranges = TimeRanges(firsts, lasts)
+    slots, leaves = ranges.slots, ranges.slots // 2
+    coords = sorted({*firsts, *(la + 1 for la in lasts)})
+    canon, above = [], []
+    for f, la in zip(firsts, lasts, strict=True):
+        nodes = _canonical_nodes(coords.index(f) + leaves, coords.index(la + 1) + leaves)
+        canon.append(set(nodes))
+        above.append({v >> k for v in nodes for k in range(1, v.bit_length()) if v >> k})
+    any_canon = set().union(*canon)
+    any_above = set().union(*above)
+    for i in range(len(firsts)):
+        reads = {slots + v for v in canon[i]} | (above[i] & any_canon)
+        writes = (canon[i] & any_above) | {slots + v for v in canon[i] | (above[i] & any_canon)}
+        assert sorted(ranges.reads[i]) == sorted(reads)
+        assert sorted(ranges.writes[i]) == sorted(writes)
+        assert ranges.writes[i] == sorted(ranges.writes[i], reverse=True)
