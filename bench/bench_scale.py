@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The stages the optimize command reports, in the order it runs them, and their column name.
 STAGES = [("load", "load"), ("estimate", "estimate"), ("passes", "passes"),
           ("plan buffers", "plan"), ("generate runner", "runner"), ("build report", "report"),
+          ("trace and original-order plan", "trace"), ("wait for the forked trace", "wait"),
           ("write graph", "write graph"), ("write reports", "write reports")]
 _STAGE_LINE = re.compile(r"^(?P<name>[^:\n]+): (?P<seconds>\d+\.\d+) s$", re.M)
 
@@ -309,7 +310,10 @@ def run(quick: bool) -> str:
         table(["nodes", "wall s", "CPU s", "peak RSS MiB", "peak PSS MiB, all processes", "result"],
               whole),
         "\nEach stage's share of the wall time (the stage lines of `-v`; other: interpreter "
-        "start, imports, summary and manifest).\n",
+        "start, imports, the footprint budget, robustness, summary and manifest). trace: "
+        "rendering the trace and packing the original order's buffers (in process below "
+        f"{FORK_MIN_NODES:,} nodes; from there only starting the forked child that does it "
+        "beside the plan and the runner); wait: waiting for that child to finish.\n",
         table(["nodes", *(c for _, c in STAGES), "other"], shares),
         "\nEach output's size in MB.\n",
         table(["nodes", "graph", "plan", "runner", "report.html", "trace.json", "summary"], files),

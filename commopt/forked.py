@@ -1,10 +1,11 @@
 """Render an output file on the machine's other core: a forked child process writes it into
-an anonymous temporary file while this process builds the rest of the output set.
+an anonymous temporary file (and may compute a small result beside it) while this process
+builds the rest of the output set.
 
 A large graph's Chrome trace takes about as long to render as the buffer plan and the runner
 together, and nothing else depends on it, so the two proceed side by side. The child shares
 the parent's memory copy-on-write and only reads it; it writes nothing under a final name,
-prints nothing and reports back one small message (success, or the exception it raised).
+prints nothing and reports back one small message (its result, or the exception it raised).
 The parent copies the rendered bytes to their final place with the rest of the output set,
 in the same order and with the same crash safety as if it had rendered them itself.
 
@@ -22,7 +23,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 #: Below this many nodes an output is rendered in this process: forking (tens of
 #: milliseconds for a large address space) would cost more than it saves.
@@ -44,21 +45,22 @@ def _scratch_dir(destination: Path) -> Path:
 
 
 class RenderJob:
-    """One file rendered by ``render(fh)``: in a forked child, or at once when ``fork`` is
-    False. :meth:`result` returns the open file holding the bytes (at offset 0) or raises
-    what ``render`` raised; :meth:`cancel` stops a child that is still running."""
+    """One file rendered by ``render(fh)``, which may also return a small picklable value: in
+    a forked child, or at once when ``fork`` is False. :meth:`file` returns the open file
+    holding the bytes (at offset 0) and :meth:`value` what ``render`` returned; both raise
+    what ``render`` raised. :meth:`cancel` stops a child that is still running."""
 
-    def __init__(self, render: Callable[[IO[bytes]], None], destination: str | os.PathLike[str], *,
+    def __init__(self, render: Callable[[IO[bytes]], Any], destination: str | os.PathLike[str], *,
                  fork: bool) -> None:
         self._file: IO[bytes] = tempfile.TemporaryFile(dir=_scratch_dir(Path(destination)))
         self._pid: int | None = None
         self._pipe: int | None = None
-        self._error: BaseException | None = None
+        self._outcome: tuple[bool, Any] | None = None
         if not fork:
             try:
-                render(self._file)
-            except BaseException as exc:  # raised again by result(), as a child's would be
-                self._error = exc
+                self._outcome = (True, render(self._file))
+            except BaseException as exc:  # raised again when asked for, as a child's would be
+                self._outcome = (False, exc)
             return
         read_end, write_end = os.pipe()
         for stream in (sys.stdout, sys.stderr):
@@ -71,19 +73,24 @@ class RenderJob:
         os.close(write_end)
         self._pid, self._pipe = pid, read_end
 
-    def result(self) -> IO[bytes]:
-        """The rendered file, positioned at its start; raises the renderer's exception."""
-        if self._pid is not None:
-            self._error = self._wait()
-        if self._error is not None:
-            error, self._error = self._error, None
-            self.close()
-            raise error
+    def value(self) -> Any:
+        """What ``render`` returned (waiting for the child); raises its exception."""
+        if self._outcome is None:
+            self._outcome = self._wait()
+        ok, payload = self._outcome
+        if not ok:
+            raise payload
+        return payload
+
+    def file(self) -> IO[bytes]:
+        """The rendered file, positioned at its start (waiting for the child); raises the
+        renderer's exception."""
+        self.value()
         self._file.seek(0)
         return self._file
 
-    def _wait(self) -> BaseException | None:
-        """Wait for the child; its exception (None on success)."""
+    def _wait(self) -> tuple[bool, Any]:
+        """Wait for the child; ``(True, value)`` or ``(False, exception)``."""
         assert self._pipe is not None and self._pid is not None
         chunks = []
         with open(self._pipe, "rb", closefd=True) as pipe:
@@ -94,10 +101,9 @@ class RenderJob:
         self._pid = None
         message = b"".join(chunks)
         if not message:  # killed before it could report (out of memory, a signal)
-            return RuntimeError(f"the process rendering an output ended without a result "
-                                f"({_status_text(status)})")
-        ok, payload = pickle.loads(message)
-        return None if ok else payload
+            return False, RuntimeError(f"the process rendering an output ended without a result "
+                                       f"({_status_text(status)})")
+        return pickle.loads(message)
 
     def cancel(self) -> None:
         """Stop and reap a child still running (an error elsewhere ended the output set), and
@@ -118,14 +124,15 @@ class RenderJob:
         self._file.close()
 
 
-def _run_child(render: Callable[[IO[bytes]], None], fh: IO[bytes], pipe: int) -> None:
-    """The child's whole life: ``render(fh)``, then one pickled ``(ok, exception)`` message."""
+def _run_child(render: Callable[[IO[bytes]], Any], fh: IO[bytes], pipe: int) -> None:
+    """The child's whole life: ``render(fh)``, then one pickled ``(ok, value or exception)``
+    message."""
     status = 0
     try:
         try:
-            render(fh)
+            value = render(fh)
             fh.flush()
-            message = pickle.dumps((True, None))
+            message = pickle.dumps((True, value))
         except BaseException as exc:  # every failure goes back to the parent
             message = _pickled_error(exc)
         with open(pipe, "wb", closefd=True) as out:

@@ -66,16 +66,21 @@ def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPU
     arena the original order would need), the runner's note and the list of files added;
     ``result`` itself is not changed, so building twice gives equal outputs.
     """
-    return _build_outputs(result, options, progress)
+    return _build_outputs(result, options, progress)[0]
 
 
 def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Progress,
-                   report_built: Callable[[OverlapReport], None] | None = None) -> Outputs:
-    """:func:`build_outputs`; ``report_built`` is called with the report as soon as it is
-    built (without the runner's footprint, which only ``report.html`` shows), before the
-    buffer plan and the runner, so the trace can be rendered meanwhile."""
+                   trace_beside: Path | None = None) -> tuple[Outputs, dict[str, RenderJob]]:
+    """:func:`build_outputs`, and, when ``trace_beside`` (the output directory) is given, the
+    jobs rendering ``trace.json`` and ``report.html`` by file name. The trace's starts as soon
+    as the report is built (before the buffer plan and the runner; the report's footprint,
+    shown by ``report.html`` only, is filled in after the runner) and also packs the original
+    order's buffers for the plan comparison; the page's starts at the end. On a large graph
+    both run in forked children (:mod:`commopt.forked`)."""
+    from commopt import atomic
     from commopt.buffers import compare_plans, plan_buffers
-    from commopt.buffers.planner import DEFAULT_ALIGN_BYTES
+    from commopt.buffers.planner import DEFAULT_ALIGN_BYTES, original_arena_totals
+    from commopt.forked import RenderJob, worth_forking
     from commopt.report import build_report
 
     g = result.graph
@@ -93,30 +98,63 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
             data_dependent=result.summary.data_dependent,
             robustness=result.summary.robustness,
         )
-    if report_built is not None:
-        report_built(report)
-    with progress.stage("plan buffers"):
-        plan = plan_buffers(g, order, align=align, collective_types=options.comm_buffers,
-                            persistent_params=options.persistent_params)
-        comparison = compare_plans(g, g0.original_order, order, align=align,
-                                   collective_types=options.comm_buffers, new_plan=plan,
-                                   persistent_params=options.persistent_params, original_graph=g0)
-    notes = list(result.summary.notes)
-    with progress.stage("generate runner"):
-        runner_name, runner_source, note, predicted = _runner(g, order, plan)
-    notes.append(note)
+
+    def original_totals() -> tuple[int, int]:
+        return original_arena_totals(g0, g0.original_order, align=align,
+                                     collective_types=options.comm_buffers,
+                                     persistent_params=options.persistent_params)
+
+    def trace_and_original_totals(fh: IO[bytes]) -> tuple[int, int]:
+        totals = original_totals()
+        with atomic.write_errors(trace_beside / TRACE_FILE):  # e.g. the disk filled up
+            _render_trace(report, fh)
+        return totals
+
+    job = None
+    fork = worth_forking(len(g))
+    if trace_beside is not None:
+        with progress.stage("trace and original-order plan" + (", forked" if fork else "")):
+            job = RenderJob(trace_and_original_totals, trace_beside, fork=fork)
+    try:
+        with progress.stage("plan buffers"):
+            plan = plan_buffers(g, order, align=align, collective_types=options.comm_buffers,
+                                persistent_params=options.persistent_params)
+        notes = list(result.summary.notes)
+        with progress.stage("generate runner"):
+            runner_name, runner_source, note, predicted = _runner(g, order, plan)
+        notes.append(note)
+        if job is None:
+            with progress.stage("plan buffers (original order)"):
+                totals = original_totals()
+        else:
+            with progress.stage("wait for the forked trace") if fork else contextlib.nullcontext():
+                totals = job.value()
+        with progress.stage("plan buffers (comparison)"):
+            comparison = compare_plans(g, g0.original_order, order, align=align,
+                                       collective_types=options.comm_buffers, new_plan=plan,
+                                       persistent_params=options.persistent_params,
+                                       original_graph=g0, original_totals=totals)
+    except BaseException:
+        if job is not None:
+            job.cancel()
+        raise
     footprint = result.summary.footprint
     if footprint is not None and predicted is not None:  # the runner's exact figure
         footprint = footprint.model_copy(update={"after_bytes": predicted,
                                                  "arena_after_bytes": plan.totals.arena_bytes})
     if footprint is not None:
         report = report.model_copy(update={"footprint": footprint})
+    jobs = {} if job is None else {TRACE_FILE: job}
+    if trace_beside is not None:  # the page is rendered while the other files are written
+        jobs[REPORT_HTML] = RenderJob(lambda fh: _render_html(report, fh, trace_beside / REPORT_HTML),
+                                      trace_beside, fork=fork)
     files = [result.summary.output, PLAN_FILE, *([runner_name] if runner_name else []),
              REPORT_HTML, TRACE_FILE, SUMMARY_FILE]
     summary = result.summary.model_copy(deep=True, update={
         "buffer_plan": comparison, "notes": notes, "outputs": files, "footprint": footprint})
-    return Outputs(summary=summary, graph_file=result.summary.output, plan=plan,
-                   runner_name=runner_name, runner_source=runner_source, report=report)
+    outputs = Outputs(summary=summary, graph_file=result.summary.output, plan=plan,
+                      runner_name=runner_name, runner_source=runner_source, report=report)
+    return outputs, jobs
 
 
 def build_and_write_outputs(result: OptimizeResult, options: OutputOptions,
@@ -125,19 +163,11 @@ def build_and_write_outputs(result: OptimizeResult, options: OutputOptions,
                             force: bool = False,
                             progress: Progress = SILENT) -> tuple[Outputs, tuple[Path, ...]]:
     """:func:`build_outputs` then :func:`write_outputs`, the same files byte for byte; on a
-    large graph the Chrome trace is rendered by a forked child on the other core while this
-    process plans the buffers and generates the runner (:mod:`commopt.forked`)."""
-    from commopt.forked import RenderJob, worth_forking
-
-    jobs: dict[str, RenderJob] = {}
-
-    def render_trace_beside(report: OverlapReport) -> None:
-        if worth_forking(len(result.graph)):
-            jobs[TRACE_FILE] = RenderJob(lambda fh: _render_trace(report, fh), Path(output_dir),
-                                         fork=True)
-
+    large graph the Chrome trace (and the original order's buffer packing) is rendered by a
+    forked child on the other core while this process plans the buffers and generates the
+    runner (:mod:`commopt.forked`)."""
+    outputs, jobs = _build_outputs(result, options, progress, trace_beside=Path(output_dir))
     try:
-        outputs = _build_outputs(result, options, progress, render_trace_beside)
         written = write_outputs(result, outputs, output_dir, inputs=inputs, force=force,
                                 progress=progress, rendered=jobs)
     finally:
@@ -205,12 +235,12 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
         written.append(path)
     if outputs.report is not None:
         with progress.stage("write reports"):
-            write_html(outputs.report, out / REPORT_HTML)
-            job = (rendered or {}).get(TRACE_FILE)
-            if job is None:
-                write_trace(outputs.report, out / TRACE_FILE)
-            else:
-                _write_rendered(job, out / TRACE_FILE)
+            for name, write in ((REPORT_HTML, write_html), (TRACE_FILE, write_trace)):
+                job = (rendered or {}).get(name)
+                if job is None:
+                    write(outputs.report, out / name)
+                else:
+                    atomic.write_from(out / name, job.file())
             written += [out / REPORT_HTML, out / TRACE_FILE]
     summary_path = out / SUMMARY_FILE
     atomic.write_text(summary_path, outputs.summary.model_dump_json(indent=2) + "\n")
@@ -226,24 +256,22 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
     return tuple(written)
 
 
+def _render_html(report: OverlapReport, fh: IO[bytes], path: Path) -> None:
+    """``report.html`` of ``report`` written into the open binary file ``fh``, as
+    :func:`commopt.report.write_html` writes it to ``path``."""
+    from commopt import atomic
+    from commopt.report import render_html
+
+    with atomic.write_errors(path):
+        fh.write(render_html(report).encode("utf-8"))
+
+
 def _render_trace(report: OverlapReport, fh: IO[bytes]) -> None:
     """The trace file of ``report`` written into the open binary file ``fh`` (UTF-8, as
     :func:`commopt.report.write_trace` writes it)."""
     from commopt.report.trace import trace_chunks
 
     fh.writelines(chunk.encode("utf-8") for chunk in trace_chunks(report))
-
-
-def _write_rendered(job: RenderJob, path: Path) -> None:
-    """Copy what ``job`` rendered to ``path`` (atomically); an error it hit while rendering
-    is raised here, as if this process had rendered the file."""
-    from commopt import atomic
-
-    try:
-        rendered = job.result()
-    except OSError as exc:  # e.g. the disk filled up under the temporary file
-        raise atomic.output_error(exc, path) from exc
-    atomic.write_from(path, rendered)
 
 
 def _pending_names(output_dir: Path) -> list[str]:

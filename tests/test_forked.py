@@ -15,12 +15,15 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def _hello(fh):
     fh.write(b"hello ")
     fh.write(b"world\n" * 3)
+    return {"lines": 3}
 
 
 @pytest.mark.parametrize("fork", [True, False])
-def test_the_rendered_bytes_come_back_from_the_start(tmp_path, fork):
+def test_the_rendered_bytes_and_the_value_come_back(tmp_path, fork):
     job = RenderJob(_hello, tmp_path, fork=fork)
-    assert job.result().read() == b"hello " + b"world\n" * 3
+    assert job.value() == {"lines": 3}
+    assert job.file().read() == b"hello " + b"world\n" * 3
+    assert job.file().read() == b"hello " + b"world\n" * 3  # again from the start
     job.close()
     assert os.listdir(tmp_path) == []  # an anonymous file: nothing left behind
 
@@ -33,7 +36,7 @@ def _fails(fh):
 def test_the_renderers_error_is_raised_by_result_with_its_fields(tmp_path, fork):
     job = RenderJob(_fails, tmp_path, fork=fork)
     with pytest.raises(OutputError) as info:
-        job.result()
+        job.file()
     assert str(info.value) == "x/trace.json, field f: cannot write: disk full"
 
 
@@ -49,7 +52,7 @@ def _fails_oddly(fh):
 def test_an_exception_that_cannot_travel_is_named_in_a_runtime_error(tmp_path):
     job = RenderJob(_fails_oddly, tmp_path, fork=True)
     with pytest.raises(RuntimeError, match="_Unpicklable: odd failure"):
-        job.result()
+        job.file()
 
 
 def _dies(fh):
@@ -61,7 +64,7 @@ def _dies(fh):
 def test_a_child_killed_before_it_reports_is_an_error_not_a_partial_file(tmp_path):
     job = RenderJob(_dies, tmp_path, fork=True)
     with pytest.raises(RuntimeError, match="ended without a result .killed by SIGKILL"):
-        job.result()
+        job.file()
 
 
 def test_cancel_stops_and_reaps_a_child_still_rendering(tmp_path):

@@ -252,12 +252,14 @@ def compare_plans(
     new_plan: BufferPlan | None = None,
     persistent_params: str | Iterable[str] | None = None,
     original_graph: Graph | None = None,
+    original_totals: tuple[int, int] | None = None,
 ) -> PlanComparison:
     """How much the reordering raised the buffer arena over planning on the original order
     (both with the same options); with ``persistent_params``, also what keeping the
     parameters in the arena costs on the new order.
 
-    Pass ``new_plan`` when it was already computed for ``new_order`` (saves planning twice).
+    Pass ``new_plan`` when it was already computed for ``new_order`` (saves planning twice),
+    and ``original_totals`` when :func:`original_arena_totals` was (e.g. on another core).
     ``original_graph``: the program ``original_order`` orders when a pass rewrote ``graph``
     (bucketing); by default ``graph``.
     """
@@ -265,14 +267,12 @@ def compare_plans(
         new_plan = plan_buffers(graph, new_order, align=align, collective_types=collective_types,
                                 persistent_params=persistent_params)
     check_align(align)
-    source = graph if original_graph is None else original_graph
-    if original_order is None:
-        original_order = source.original_order
     types = parse_collective_types(collective_types)
-    persistent = find_persistent_params(source, persistent_params)
-    # only the original plan's totals are compared: pack it, build no plan of it
-    before = _packings(source, original_order, types, align, persistent)
-    original_arena = sum(p.arena for p in before)
+    if original_totals is None:
+        original_totals = original_arena_totals(
+            graph if original_graph is None else original_graph, original_order, align=align,
+            collective_types=collective_types, persistent_params=persistent_params)
+    original_arena, original_lower_bound = original_totals
     cost = None
     if new_plan.persistent_params is not None:
         without = sum(p.arena for p in _packings(graph, new_order, types, align))
@@ -285,7 +285,23 @@ def compare_plans(
         lower_bound_bytes=t.lower_bound_bytes,
         per_call_site_bytes=t.per_call_site_bytes,
         original_arena_bytes=original_arena,
-        original_lower_bound_bytes=sum(p.lower_bound for p in before),
+        original_lower_bound_bytes=original_lower_bound,
         arena_increase_bytes=t.arena_bytes - original_arena,
         persistent_params=cost,
     )
+
+
+def original_arena_totals(graph: Graph, original_order: Sequence[int] | None = None, *,
+                          align: int = DEFAULT_ALIGN_BYTES,
+                          collective_types: str | Iterable[str] | None = None,
+                          persistent_params: str | Iterable[str] | None = None) -> tuple[int, int]:
+    """(arena bytes, lower bound bytes) summed over the groups when ``graph``'s buffers are
+    planned on ``original_order`` (default: its original order): what :func:`compare_plans`
+    compares a new plan with. Only the packing is computed, no plan is built."""
+    check_align(align)
+    if original_order is None:
+        original_order = graph.original_order
+    persistent = find_persistent_params(graph, persistent_params)
+    before = _packings(graph, original_order, parse_collective_types(collective_types), align,
+                       persistent)
+    return sum(p.arena for p in before), sum(p.lower_bound for p in before)
