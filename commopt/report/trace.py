@@ -228,7 +228,7 @@ def _markers(s: ScheduleReport, pid: int, tid: int, compute: _Track, flow_of: di
                     f'{{"name":{_str("issue " + c.node)},"cat":"{ISSUE_CAT}","ph":"X","ts":{_num(t)},'
                     f'"dur":0{where}{node},"group":{group},"step":{c.issue_step}}},'
                     f'"bind_id":{flow_of[c.node]},"flow_out":true}}'))
-        if c.wait is not None and not any(w in wait_flow for w in c.waits):
+        if c.wait is not None and wait_flow.keys().isdisjoint(c.waits):
             when = c.wait_start_us if c.wait_start_us is not None else c.end_us
             t = compute.snap(_ns(when))
             out.append((tid, t, False,
