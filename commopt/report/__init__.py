@@ -5,7 +5,7 @@ Build the report once, then render it as many ways as wanted::
     report = build_report(graph, before_order, after_order, durations_us, estimator_name=name)
     render_text(report, console)
     write_html(report, "report.html")
-    write_trace(report, "trace.json")
+    write_trace(report, "trace.json")   # or, into an open file: fh.writelines(trace_chunks(report))
     text = render_markdown(report)
 """
 
@@ -23,6 +23,7 @@ _LAZY = {
     "write_html": "commopt.report.html:write_html",
     "render_trace": "commopt.report.trace:render_trace",
     "write_trace": "commopt.report.trace:write_trace",
+    "trace_chunks": "commopt.report.trace:trace_chunks",
     "render_markdown": "commopt.report.markdown:render_markdown",
     "write_markdown": "commopt.report.markdown:write_markdown",
     "append_step_summary": "commopt.report.markdown:append_step_summary",

@@ -320,7 +320,8 @@ def _lanes(lane_names: list[str],
     """The plain data of the lanes named ``lane_names`` and their events, lane by lane,
     each lane's by start and step: a span goes to the first row of its lane free by then."""
     lanes: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
+    events: list[ReportEvent] = []
+    add, event = events.append, _event  # bound once: the loop runs once per span
     eps = 1e-9
     for lane in lane_names:
         spans = by_lane.get(lane, [])
@@ -329,17 +330,18 @@ def _lanes(lane_names: list[str],
         busy = 0.0
         for start, step, end, name, exposed in spans:
             if row_ends and row_ends[0] <= start + eps:  # the common case: one row per lane
+                row_ends[0] = end
                 row = 0
             else:
                 row = next((k for k, e in enumerate(row_ends) if e <= start + eps), len(row_ends))
-            if row == len(row_ends):
-                row_ends.append(end)
-            else:
-                row_ends[row] = end
+                if row == len(row_ends):
+                    row_ends.append(end)
+                else:
+                    row_ends[row] = end
             if not exposed:
                 busy += end - start
-            events.append(_event({"node": name, "lane": lane, "row": row, "step": step,
-                                  "start_us": start, "end_us": end, "exposed": exposed}))
+            add(event({"node": name, "lane": lane, "row": row, "step": step,
+                       "start_us": start, "end_us": end, "exposed": exposed}))
         group = None if lane == COMPUTE_LANE else lane.split(":", 1)[1]
         lanes.append({"name": lane, "group": group, "rows": max(1, len(row_ends)),
                       "events": len(spans), "busy_us": busy})

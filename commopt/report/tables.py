@@ -6,6 +6,8 @@ Each renderer decides how to draw; what is shown (and how numbers read) is decid
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
 
 from commopt.ir.graph import ProcessGroup
 from commopt.report import fmt
@@ -217,13 +219,17 @@ def blocking_waits(s: ScheduleReport) -> dict[str, ReportEvent]:
     """Per collective of ``s`` that blocked the compute stream, the exposed span of its first
     wait (in the schedule's order) that did: the wait a timeline links it to (else its first
     wait)."""
-    exposed = {e.node: e for e in s.events if e.exposed}
+    exposed = {e.node: e for e in compress(s.events, map(_EXPOSED, s.events))}
     out: dict[str, ReportEvent] = {}
     for c in s.collectives:
-        hit = next((exposed[w] for w in c.waits if w in exposed), None)
-        if hit is not None:
-            out[c.node] = hit
+        for w in c.waits:
+            if w in exposed:
+                out[c.node] = exposed[w]
+                break
     return out
+
+
+_EXPOSED = attrgetter("exposed")
 
 
 def top_exposed(report: OverlapReport) -> list[CollectiveReport]:

@@ -170,12 +170,16 @@ def _spans(s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
     args_of: dict[tuple, str] = {}
     where = {lane_row: (tid, f',"pid":{pid},"tid":{tid}') for lane_row, tid in tids.items()}
     out: list[tuple[int, int, bool, str]] = []
+    add = out.append
+    add_start, add_end = compute.starts.append, compute.ends.append
+    decimals = _DECIMALS
     for e in s.events:
         name = e.node
         start = round(e.start_us * 1000.0)  # _ns, inline: this loop runs once per span
         end = round(e.end_us * 1000.0)
         if end < start:
             end = start
+        dur = end - start
         c = coll.get(name)
         text = shared.get(name) if c is None else None
         if text is None:
@@ -185,14 +189,18 @@ def _spans(s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
         tid, at = where[(e.lane, e.row)]
         if e.exposed:  # the compute stream blocked in a wait
             line = (f'{{"name":{_str(name)},"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":{_num(start)},'
-                    f'"dur":{_num(end - start)}{at}'
-                    + _exposed_args(info[name], c, text[1], e.step, end - start))
+                    f'"dur":{_num(dur)}{at}' + _exposed_args(info[name], c, text[1], e.step, dur)
+                    + ending.get(name, "}"))
+        elif 0 <= start and end < _DECIMAL_NS:  # _num, inline
+            line = (f'{text[0]}{start // 1000}{decimals[start % 1000]},"dur":{dur // 1000}'
+                    f'{decimals[dur % 1000]}{at}{text[1]}{e.step}}}{ending.get(name, "}")}')
         else:
-            line = f'{text[0]}{_num(start)},"dur":{_num(end - start)}{at}{text[1]}{e.step}}}'
+            line = (f'{text[0]}{_num(start)},"dur":{_num(dur)}{at}{text[1]}{e.step}}}'
+                    + ending.get(name, "}"))
         if tid == compute_tid:
-            compute.starts.append(start)
-            compute.ends.append(end)
-        out.append((tid, start, end != start, line + ending.get(name, "}")))
+            add_start(start)
+            add_end(end)
+        add((tid, start, end != start, line))
     return out
 
 
@@ -220,7 +228,7 @@ def _markers(s: ScheduleReport, pid: int, tid: int, compute: _Track, flow_of: di
                     f'{{"name":{_str("issue " + c.node)},"cat":"{ISSUE_CAT}","ph":"X","ts":{_num(t)},'
                     f'"dur":0{where}{node},"group":{group},"step":{c.issue_step}}},'
                     f'"bind_id":{flow_of[c.node]},"flow_out":true}}'))
-        if c.wait is not None and not any(w in wait_flow for w in c.waits):
+        if c.wait is not None and wait_flow.keys().isdisjoint(c.waits):
             when = c.wait_start_us if c.wait_start_us is not None else c.end_us
             t = compute.snap(_ns(when))
             out.append((tid, t, False,
@@ -231,14 +239,27 @@ def _markers(s: ScheduleReport, pid: int, tid: int, compute: _Track, flow_of: di
 
 
 def _num(ns: int) -> str:
-    """Whole nanoseconds as the JSON number of :func:`_us` (JSON writes a float as repr)."""
+    """Whole nanoseconds as the JSON number of :func:`_us` (JSON writes a float as repr).
+
+    Below :data:`_DECIMAL_NS` that is the whole microseconds, then the decimals of the rest
+    (``4467``, ``651.5``), with no float made: ``n / 1000`` has at most 15 significant
+    digits there, so its repr (the shortest text that reads back as that float) is its exact
+    decimal."""
+    if 0 <= ns < _DECIMAL_NS:
+        return f"{ns // 1000}{_DECIMALS[ns % 1000]}"
     return repr(_us(ns))
+
+
+#: Nanoseconds below which :func:`_num` writes the decimals itself (about 11.6 days).
+_DECIMAL_NS = 10**15
+#: The text after the whole microseconds of a number of nanoseconds, by its last three digits.
+_DECIMALS = [f".{k:03d}".rstrip("0") if k else "" for k in range(1000)]
 
 
 def render_trace(report: OverlapReport) -> dict[str, Any]:
     """The trace-event document: ``traceEvents`` plus ``displayTimeUnit`` and ``otherData``
     (the file :func:`write_trace` writes, read back)."""
-    return json.loads("".join(_trace_chunks(_head(report), _event_parts(report))))
+    return json.loads("".join(trace_chunks(report)))
 
 
 def _head(report: OverlapReport) -> dict[str, Any]:
@@ -266,7 +287,14 @@ _encode_event = compact_encoder(ensure_ascii=False, separators=(",", ":"))
 _str = json.encoder.encode_basestring
 
 
-def _trace_chunks(head: dict[str, Any], parts: Iterable[list[str]]) -> Iterator[str]:
+def trace_chunks(report: OverlapReport) -> Iterator[str]:
+    """The text of the trace file of ``report`` (:func:`write_trace`) in pieces, in order, for
+    writing into any open text file (or joining). The events are built one schedule at a
+    time, as the pieces are asked for, so the whole document is never held as one string."""
+    return _document_chunks(_head(report), _event_parts(report))
+
+
+def _document_chunks(head: dict[str, Any], parts: Iterable[list[str]]) -> Iterator[str]:
     """The trace file's text in pieces: the head, then one event per line."""
     lines = ["{"]
     for k, v in head.items():
@@ -290,7 +318,7 @@ _LINES_PER_CHUNK = 4096
 def dumps_trace(doc: dict[str, Any]) -> str:
     """Serialize a trace deterministically, one event per line (diffable, streamable)."""
     head = {k: v for k, v in doc.items() if k != "traceEvents"}
-    return "".join(_trace_chunks(head, [[_encode_event(ev) for ev in doc["traceEvents"]]]))
+    return "".join(_document_chunks(head, [[_encode_event(ev) for ev in doc["traceEvents"]]]))
 
 
 def trace_chunks(report: OverlapReport) -> Iterator[str]:
@@ -300,5 +328,5 @@ def trace_chunks(report: OverlapReport) -> Iterator[str]:
 
 def write_trace(report: OverlapReport, path: str | os.PathLike[str]) -> None:
     """Write the Chrome trace JSON of ``report`` to ``path``, atomically; streamed one
-    schedule at a time, so the whole document is never held as one string."""
-    atomic.write_chunks(path, _trace_chunks(_head(report), _event_parts(report)))
+    schedule at a time (:func:`trace_chunks`)."""
+    atomic.write_chunks(path, trace_chunks(report))

@@ -10,7 +10,9 @@ that converts microseconds to integer nanoseconds (Perfetto) sees them.
 
 from __future__ import annotations
 
+import io
 import json
+import random
 from collections import defaultdict
 from decimal import Decimal
 from functools import cache
@@ -25,8 +27,11 @@ from commopt.report.trace import (
     ISSUE_CAT,
     _exposed_args,
     _node_text,
+    _num,
+    _us,
     dumps_trace,
     render_trace,
+    trace_chunks,
     write_trace,
 )
 from tests.report.samples import (
@@ -326,3 +331,24 @@ def test_trace_of_every_sample_and_corpus_graph(path, tmp_path):
     for group in g.groups.values():
         if any(c.group == group.name for c in r.before.collectives) and group.mesh_dim:
             assert f"{group.mesh_dim} ({group.size} ranks)" in names
+
+
+def test_trace_chunks_render_the_file_write_trace_writes_into_any_open_file(tmp_path):
+    r = _report()
+    path = tmp_path / "trace.json"
+    write_trace(r, path)
+    fh = io.StringIO()
+    fh.writelines(trace_chunks(r))
+    assert fh.getvalue() == path.read_text(encoding="utf-8")
+    assert json.loads(fh.getvalue()) == render_trace(r)
+
+
+def test_num_is_the_repr_of_the_microseconds_at_every_magnitude():
+    """Whole microseconds and decimals written without a float are exactly the repr of the
+    float (or int) the times are, up to 10**15 ns and beyond, where the float's repr is used."""
+    rng = random.Random(7)
+    edges = [0, 1, 5, 10, 999, 1000, 1001, 1010, 1100, 1500, 2**53 - 1, 2**53, 2**53 + 1,
+             10**15 - 1, 10**15, 10**15 + 1, 10**16 + 7, -1, -1000, -1500]
+    samples = [rng.randrange(10**k) for k in range(1, 19) for _ in range(2000)]
+    for ns in edges + samples:
+        assert _num(ns) == repr(_us(ns)), ns
