@@ -321,11 +321,6 @@ def dumps_trace(doc: dict[str, Any]) -> str:
     return "".join(_document_chunks(head, [[_encode_event(ev) for ev in doc["traceEvents"]]]))
 
 
-def trace_chunks(report: OverlapReport) -> Iterator[str]:
-    """The text of the trace file of ``report``, in pieces (see :func:`write_trace`)."""
-    return _trace_chunks(_head(report), _event_parts(report))
-
-
 def write_trace(report: OverlapReport, path: str | os.PathLike[str]) -> None:
     """Write the Chrome trace JSON of ``report`` to ``path``, atomically; streamed one
     schedule at a time (:func:`trace_chunks`)."""
