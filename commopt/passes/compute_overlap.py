@@ -580,7 +580,7 @@ class _Prepared:
         self.pos = Schedule(order, n).positions
         self.sptr, self.sidx = graph.succ_arrays()
         self.chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
-        self.succ = neighbour_lists(self.sptr, self.sidx, self.chain)  # data edges, then the chain's
+        self.succ = neighbour_lists(graph, self.chain, successors=True)  # data edges, then the chain's
         self.kind = [node.kind for node in graph.nodes]
         self.viewish = zero_cost_view_mask(graph)
         self.seq, self.colls, self.need = self._need_ranks()
