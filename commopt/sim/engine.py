@@ -196,12 +196,27 @@ class _Replay:
         nodes, dur, end, start, events = self.nodes, self.dur, self.end, self.start, self.events
         kind_coll, kind_wait, kind_view, kind_compute = (
             NodeKind.COLLECTIVE, NodeKind.WAIT, NodeKind.VIEW, NodeKind.COMPUTE)
+        codes = _lanes(self.graph).codes
         t = 0.0
         total_compute = 0.0
         slow = self.slowdown != 1.0
         for i in order:
             node = nodes[i]
             kind = node.kind
+            code = codes[i]
+            if code == _PLAIN:  # ready by ``t``: nothing to charge (see :data:`_PLAIN`)
+                start[i] = t
+                if kind is kind_compute:
+                    s = t
+                    t = end[i] = self._stretched(s, dur[i]) if slow else s + dur[i]
+                    total_compute += dur[i]
+                    events.append(SimEvent(i, COMPUTE_LANE, s, t))
+                else:
+                    t = end[i] = t + dur[i]
+                continue
+            if code == _PLAIN_VIEW:
+                start[i] = end[i] = t
+                continue
             ready = 0.0
             for p in node.inputs:
                 if end[p] > ready:
