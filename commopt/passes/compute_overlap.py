@@ -852,31 +852,33 @@ class _ListScheduler:
 
     def finish(self, i: int) -> None:
         """``i`` is scheduled: release its uses, free storage, ready its successors."""
-        if self.live > self.peak:
-            self.peak = self.live
-        pos, alloc, uses, ahead = self.pos, self.alloc, self.uses, self.ahead
-        self.done[i] = 1
+        live = self.live
+        if live > self.peak:
+            self.peak = live
+        pos, alloc, uses, ahead, done = self.pos, self.alloc, self.uses, self.ahead, self.done
+        done[i] = 1
         self.out.append(i)
         if self.reserve and alloc[i] and self.kind[i] is not _K_IN and pos[i] > self.front:
             ahead[i] = 1
             self.profile.add(pos[i], alloc[i])
         for r in self.releases[i]:
-            uses[r] -= 1
-            if uses[r] == 0:
-                self.live -= alloc[r]
+            left = uses[r] = uses[r] - 1
+            if left == 0:
+                live -= alloc[r]
                 if ahead[r]:
                     ahead[r] = 0
                     self.profile.add(pos[r], -alloc[r])
-            elif uses[r] == 1 and self.by_memory:
+            elif left == 1 and self.by_memory:
                 for u in self.users_of.get(r, ()):
-                    if self.ready[u] and not self.done[u]:
+                    if self.ready[u] and not done[u]:
                         heapq.heappush(self.mem_q, (self.net_bytes(u), pos[u], u))
-        indeg = self.indeg
+        self.live = live
+        indeg, push = self.indeg, self.push
         for s in self.succ[i]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                self.push(s)
-        front, done, order, n = self.front, self.done, self.order, self.n
+            left = indeg[s] = indeg[s] - 1
+            if left == 0:
+                push(s)
+        front, order, n = self.front, self.order, self.n
         while front < n and done[order[front]]:
             front += 1
         self.front = front

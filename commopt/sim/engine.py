@@ -127,6 +127,11 @@ def _lanes(graph: Graph) -> _Lanes:
     return cached
 
 
+def collective_mask(graph: Graph) -> np.ndarray:
+    """True for the graph's collectives, as a whole-graph numpy mask (from the cached lanes)."""
+    return np.frombuffer(_lanes(graph).codes, dtype=np.uint8) == _COLL
+
+
 def _makespan(graph: Graph, order: Schedule, dur: list[float]) -> float:
     """:meth:`_Replay.makespan` after :meth:`_Replay.run`, with the same arithmetic but none of
     the bookkeeping (events, exposed time, timings) that the makespan does not depend on."""
@@ -335,7 +340,7 @@ class _Replay:
             return []
         live = np.asarray(curve, dtype=np.int64).reshape(n)
         changed = np.flatnonzero(live != np.concatenate(([-1], live[:-1])))
-        at_node = np.where(np.frombuffer(_lanes(self.graph).codes, dtype=np.uint8) == _COLL,
+        at_node = np.where(collective_mask(self.graph),
                            np.asarray(self.issue, dtype=float), np.asarray(self.start, dtype=float))
         nodes_at = np.asarray(order.order, dtype=np.int64).reshape(n)[changed]
         return list(zip(at_node[nodes_at].tolist(), live[changed].tolist(), strict=True))
