@@ -124,8 +124,9 @@ def demand_order(
     with successors as ``preds`` it raises collectives.
     """
     n = len(seq)
+    sched = seq if isinstance(seq, Schedule) else Schedule(seq, n)  # a Schedule: checked once
+    pos, seq = sched.positions, sched.order
     emitted = bytearray(n)
-    pos = Schedule(seq, n).positions
     out: list[int] = []
     append = out.append
     held: list[int] = []  # lazy nodes in seq order
@@ -135,6 +136,13 @@ def demand_order(
     def emit(u: int) -> None:
         """Emit ``u`` after whatever it needs that is still held, earliest in ``seq`` first."""
         if emitted[u]:
+            return
+        for p in preds[u]:
+            if not emitted[p]:
+                break
+        else:  # every predecessor is out already: no stack walk
+            emitted[u] = 1
+            append(u)
             return
         stack = [u]
         while stack:
@@ -168,12 +176,12 @@ def demand_order(
             while flushed < len(held):
                 emit(held[flushed])
                 flushed += 1
-        if not emitted[u]:
+        if not emitted[u]:  # emit(u), with its commonest case inline (most nodes)
             for p in preds[u]:
                 if not emitted[p]:
                     emit(u)
                     break
-            else:  # every predecessor is out already (most nodes): no stack walk
+            else:
                 emitted[u] = 1
                 append(u)
         clock += step

@@ -62,7 +62,7 @@ class RaiseComms(Pass):
         dur = ctx.durations_us
         step = compute_steps(graph, dur)
         base = np.asarray(dur, dtype=float)
-        rev = rev_arr.tolist()
+        rev = Schedule(rev_arr.tolist(), n)  # made once for every window tried
 
         def build(factor: float) -> Schedule:
             window = bounded_windows(is_coll, base, factor)
