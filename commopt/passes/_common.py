@@ -38,16 +38,19 @@ def group_chain(graph: Graph, order: Sequence[int]) -> dict[int, int]:
 
 def _consecutive_collectives(graph: Graph, order: Sequence[int], *, by_group: bool) -> dict[int, int]:
     """``prev -> next`` for consecutive collectives of ``order``, per group or across all."""
+    order_arr = np.fromiter(order, dtype=np.int64, count=len(order))
+    colls = order_arr[node_kinds(graph)[order_arr] == NodeKind.COLLECTIVE].tolist()
+    if not by_group:
+        return dict(zip(colls, colls[1:]))
     nodes = graph.nodes
     chain: dict[int, int] = {}
     last: dict[str | None, int] = {}
-    for i in order:
-        node = nodes[i]
-        if node.kind is NodeKind.COLLECTIVE:
-            key = node.collective.group if by_group and node.collective is not None else None
-            if key in last:
-                chain[last[key]] = i
-            last[key] = i
+    for i in colls:
+        info = nodes[i].collective
+        key = info.group if info is not None else None
+        if key in last:
+            chain[last[key]] = i
+        last[key] = i
     return chain
 
 
