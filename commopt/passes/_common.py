@@ -41,7 +41,7 @@ def _consecutive_collectives(graph: Graph, order: Sequence[int], *, by_group: bo
     order_arr = np.fromiter(order, dtype=np.int64, count=len(order))
     colls = order_arr[node_kinds(graph)[order_arr] == NodeKind.COLLECTIVE].tolist()
     if not by_group:
-        return dict(zip(colls, colls[1:]))
+        return dict(zip(colls[:-1], colls[1:], strict=True))
     nodes = graph.nodes
     chain: dict[int, int] = {}
     last: dict[str | None, int] = {}
