@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import heapq
 import math
+import weakref
 from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
@@ -35,27 +38,74 @@ def group_chain(graph: Graph, order: Sequence[int]) -> dict[int, int]:
 
 def _consecutive_collectives(graph: Graph, order: Sequence[int], *, by_group: bool) -> dict[int, int]:
     """``prev -> next`` for consecutive collectives of ``order``, per group or across all."""
+    order_arr = np.fromiter(order, dtype=np.int64, count=len(order))
+    colls = order_arr[node_kinds(graph)[order_arr] == NodeKind.COLLECTIVE].tolist()
+    if not by_group:
+        return dict(zip(colls[:-1], colls[1:], strict=True))
     nodes = graph.nodes
     chain: dict[int, int] = {}
     last: dict[str | None, int] = {}
-    for i in order:
-        node = nodes[i]
-        if node.kind is NodeKind.COLLECTIVE:
-            key = node.collective.group if by_group and node.collective is not None else None
-            if key in last:
-                chain[last[key]] = i
-            last[key] = i
+    for i in colls:
+        info = nodes[i].collective
+        key = info.group if info is not None else None
+        if key in last:
+            chain[last[key]] = i
+        last[key] = i
     return chain
 
 
-def neighbour_lists(ptr: Sequence[int], idx: Sequence[int], extra: dict[int, int]) -> list[tuple[int, ...]]:
-    """Per node, its CSR neighbours (``idx[ptr[v]:ptr[v + 1]]``) plus ``extra[v]`` when
-    present (e.g. the collective chain's edge): built once, so the hot loops of
-    :func:`demand_order` index a tuple instead of slicing the arrays per visit."""
-    out = [tuple(idx[ptr[v]:ptr[v + 1]]) for v in range(len(ptr) - 1)]
+def neighbour_lists(graph: Graph, extra: dict[int, int], *, successors: bool) -> list[tuple[int, ...]]:
+    """Per node, its predecessors (or ``successors``) in the graph's CSR arrays plus
+    ``extra[v]`` when present (e.g. the collective chain's edge), so the hot loops of
+    :func:`demand_order` index a tuple instead of slicing the arrays per visit. A new list
+    per call; the tuples without ``extra`` are made once per graph."""
+    out = list(_edge_tuples(graph, successors))
     for v, w in extra.items():
         out[v] = (*out[v], w)
     return out
+
+
+_EDGE_TUPLES: weakref.WeakKeyDictionary[Graph, dict[bool, tuple[tuple[int, ...], ...]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _edge_tuples(graph: Graph, successors: bool) -> tuple[tuple[int, ...], ...]:
+    """Each node's CSR neighbours as a tuple (cached per graph: every pass asks)."""
+    cache = _EDGE_TUPLES.setdefault(graph, {})
+    found = cache.get(successors)
+    if found is None:
+        ptr, idx = graph.succ_arrays() if successors else graph.pred_arrays()
+        found = cache[successors] = tuple(tuple(idx[ptr[v]:ptr[v + 1]]) for v in range(len(ptr) - 1))
+    return found
+
+
+def node_kinds(graph: Graph) -> np.ndarray:
+    """Each node's :class:`NodeKind` value as a read-only int8 array (cached per graph), for
+    the passes' whole-graph masks (``node_kinds(g) == NodeKind.WAIT``)."""
+    kinds = _KINDS.get(graph)
+    if kinds is None:
+        kinds = np.fromiter((node.kind for node in graph.nodes), dtype=np.int8, count=len(graph.nodes))
+        kinds.flags.writeable = False
+        _KINDS[graph] = kinds
+    return kinds
+
+
+_KINDS: weakref.WeakKeyDictionary[Graph, np.ndarray] = weakref.WeakKeyDictionary()
+
+
+def compute_steps(graph: Graph, durations_us: Sequence[float]) -> list[float]:
+    """Per node, the time it advances the demand-driven mover's clock: its duration for
+    compute, 0 for every other kind."""
+    return np.where(node_kinds(graph) == NodeKind.COMPUTE,
+                    np.asarray(durations_us, dtype=float), 0.0).tolist()
+
+
+def bounded_windows(is_bounded: np.ndarray, base_us: np.ndarray, factor: float) -> list[float]:
+    """Per node, ``factor x base_us`` where ``is_bounded``, else unbounded: the windows of
+    :func:`demand_order` for one factor of :data:`WINDOW_FACTORS`."""
+    if factor == math.inf:
+        return [math.inf] * len(base_us)
+    return np.where(is_bounded, factor * base_us, math.inf).tolist()
 
 
 def demand_order(
@@ -77,8 +127,9 @@ def demand_order(
     with successors as ``preds`` it raises collectives.
     """
     n = len(seq)
+    sched = seq if isinstance(seq, Schedule) else Schedule(seq, n)  # a Schedule: checked once
+    pos, seq = sched.positions, sched.order
     emitted = bytearray(n)
-    pos = Schedule(seq, n).positions
     out: list[int] = []
     append = out.append
     held: list[int] = []  # lazy nodes in seq order
@@ -86,12 +137,13 @@ def demand_order(
     heap: list[tuple[float, int]] = []
 
     def emit(u: int) -> None:
+        """Emit ``u`` after whatever it needs that is still held, earliest in ``seq`` first."""
         if emitted[u]:
             return
         for p in preds[u]:
             if not emitted[p]:
                 break
-        else:  # every predecessor is out already (most nodes): no stack walk
+        else:  # every predecessor is out already: no stack walk
             emitted[u] = 1
             append(u)
             return
@@ -127,7 +179,14 @@ def demand_order(
             while flushed < len(held):
                 emit(held[flushed])
                 flushed += 1
-        emit(u)
+        if not emitted[u]:  # emit(u), with its commonest case inline (most nodes)
+            for p in preds[u]:
+                if not emitted[p]:
+                    emit(u)
+                    break
+            else:
+                emitted[u] = 1
+                append(u)
         clock += step
     for v in held:
         emit(v)
@@ -166,7 +225,7 @@ def memory_lean_order(graph: Graph, order: Sequence[int], allow_cross_group: boo
         elif node.kind is not NodeKind.INPUT and net[i] > 0:
             lazy[i] = 1
     chain = collective_chain(graph, order, allow_cross_group)
-    preds = neighbour_lists(*graph.pred_arrays(), {b: a for a, b in chain.items()})
+    preds = neighbour_lists(graph, {b: a for a, b in chain.items()}, successors=False)
     return demand_order(order, lazy, fence, preds, [0.0] * n, [math.inf] * n)
 
 
@@ -206,15 +265,18 @@ def widest_fitting(
     return best if best is not None else list(order)
 
 
-def zero_cost_view_mask(graph: Graph) -> bytearray:
-    """1 for nodes that never read data: views and metadata-only ops (no fake uses)."""
-    mask = bytearray(len(graph))
-    for node in graph.nodes:
-        if node.side_effect or node.rng or node.mutates:
-            continue
-        if node.kind is NodeKind.VIEW or node.op in METADATA_OPS:
-            mask[node.index] = 1
+def zero_cost_view_mask(graph: Graph) -> bytes:
+    """1 for nodes that never read data: views and metadata-only ops (no fake uses).
+    Cached per graph (every pass asks)."""
+    mask = _VIEW_MASKS.get(graph)
+    if mask is None:
+        mask = _VIEW_MASKS[graph] = bytes(
+            not (node.side_effect or node.rng or node.mutates)
+            and (node.kind is NodeKind.VIEW or node.op in METADATA_OPS) for node in graph.nodes)
     return mask
+
+
+_VIEW_MASKS: weakref.WeakKeyDictionary[Graph, bytes] = weakref.WeakKeyDictionary()
 
 
 #: Compute-kind ops that only read metadata or alias: they are not real uses of a value.

@@ -70,6 +70,8 @@ class PassContext:
     compute_slowdown: float = 1.0
     _sims: dict[tuple[int, tuple[int, ...]], Any] = field(
         default_factory=dict, compare=False, repr=False)
+    _fitting: dict[tuple[int, tuple[int, ...]], tuple[Graph, bool]] = field(
+        default_factory=dict, compare=False, repr=False)
 
     def simulate(self, graph: Graph, order: Sequence[int]):
         """:func:`commopt.sim.simulate` of ``order`` with these durations, memoized for the
@@ -88,6 +90,17 @@ class PassContext:
     def fits(self, graph: Graph, order: Sequence[int]) -> bool:
         """Whether ``order`` keeps every memory budget: the padded live-tensor peak and, with
         persistent buffers, the footprint. Passes ask this of every order they keep."""
+        key = (id(graph), tuple(order))
+        hit = self._fitting.get(key)  # memoized like :meth:`simulate`: the manager asks again
+        if hit is None:
+            hit = (graph, self._fits_now(graph, order))
+            if len(self._fitting) >= 4:
+                del self._fitting[next(iter(self._fitting))]
+            self._fitting[key] = hit
+        return hit[1]
+
+    def _fits_now(self, graph: Graph, order: Sequence[int]) -> bool:
+        """:meth:`fits`, computed."""
         from commopt.passes._common import within_budget
 
         if not within_budget(graph, order, self.memory_budget_bytes):
@@ -106,7 +119,7 @@ class PassContext:
         fb = self.footprint_budget
         if fb is not None:
             fb = fb.raised_to(fb.peak(graph, order))
-        return replace(self, memory_budget_bytes=live, footprint_budget=fb, _sims={})
+        return replace(self, memory_budget_bytes=live, footprint_budget=fb, _sims={}, _fitting={})
 
     @classmethod
     def for_graph(
@@ -143,7 +156,8 @@ class PassContext:
     def with_durations(self, durations_us: Sequence[float]) -> PassContext:
         """This context for a graph a pass rewrote: its durations, the same budgets (in
         bytes: they bound what the program holds, whatever its nodes)."""
-        return replace(self, durations_us=tuple(float(d) for d in durations_us), _sims={})
+        return replace(self, durations_us=tuple(float(d) for d in durations_us), _sims={},
+                       _fitting={})
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 from commopt.estimators.analytical import heavy_op
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
@@ -41,6 +43,7 @@ from commopt.passes._common import (
     memory_lean_order,
     most_robust,
     neighbour_lists,
+    node_kinds,
     zero_cost_view_mask,
 )
 from commopt.passes.base import Pass, PassContext
@@ -447,18 +450,19 @@ def bottom_levels_us(graph: Graph, order: Sequence[int], durations_us: Sequence[
     group's collectives ranks last, and they pile up at the end (corpus ws8 llama_fsdp: 773
     vs 647 us for the bottom-level policy).
     """
-    nodes = graph.nodes
-    n = len(nodes)
-    sptr, sidx = graph.succ_arrays()
+    n = len(graph.nodes)
+    succ = neighbour_lists(graph, {}, successors=True)
+    kinds = node_kinds(graph)
+    is_coll = (kinds == NodeKind.COLLECTIVE).tobytes()
+    zero_time = np.isin(kinds, [int(k) for k in ZERO_TIME_KINDS])
+    dur = np.where(zero_time, 0.0, np.asarray(durations_us, dtype=float)).tolist()
     queue = {} if graph.group_order else group_chain(graph, order)
     bl = [0.0] * n
     for i in reversed(order):
-        node = nodes[i]
-        d = 0.0 if node.kind in ZERO_TIME_KINDS else float(durations_us[i])
+        d = dur[i]
         best = 0.0
-        if node.kind is NodeKind.COLLECTIVE:
-            for k in range(sptr[i], sptr[i + 1]):
-                s = sidx[k]
+        if is_coll[i]:
+            for s in succ[i]:
                 v = bl[s] + d if needs_finish(graph, i, s) else bl[s]
                 if v > best:
                     best = v
@@ -468,8 +472,8 @@ def bottom_levels_us(graph: Graph, order: Sequence[int], durations_us: Sequence[
             if q is not None and bl[q] + d > best:
                 best = bl[q] + d
         else:
-            for k in range(sptr[i], sptr[i + 1]):
-                v = bl[sidx[k]]
+            for s in succ[i]:
+                v = bl[s]
                 if v > best:
                     best = v
             best += d
@@ -580,7 +584,7 @@ class _Prepared:
         self.pos = Schedule(order, n).positions
         self.sptr, self.sidx = graph.succ_arrays()
         self.chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
-        self.succ = neighbour_lists(self.sptr, self.sidx, self.chain)  # data edges, then the chain's
+        self.succ = neighbour_lists(graph, self.chain, successors=True)  # data edges, then the chain's
         self.kind = [node.kind for node in graph.nodes]
         self.viewish = zero_cost_view_mask(graph)
         self.seq, self.colls, self.need = self._need_ranks()
@@ -627,11 +631,11 @@ class _Prepared:
         """Compute nodes by the storage roots they release (to re-rank them as uses drop)."""
         if self._users is None:
             users: dict[int, list[int]] = {}
-            kind, releases = self.kind, self.model.releases
-            for i in self.order:
-                if kind[i] is NodeKind.COMPUTE:
-                    for r in releases[i]:
-                        users.setdefault(r, []).append(i)
+            releases = self.model.releases
+            order = np.asarray(self.order, dtype=np.int64)
+            for i in order[node_kinds(self.graph)[order] == NodeKind.COMPUTE].tolist():
+                for r in releases[i]:
+                    users.setdefault(r, []).append(i)
             self._users = users
         return self._users
 
@@ -647,24 +651,20 @@ class _Prepared:
         """Each collective's sequence number in the input order, the collectives in that
         order, and ``need[i]``: the smallest sequence number of a collective that depends on
         ``i`` (one reverse sweep)."""
-        n, kind, sptr, sidx, chain = self.n, self.kind, self.sptr, self.sidx, self.chain
+        n, succ = self.n, self.succ
+        order = np.asarray(self.order, dtype=np.int64)
+        colls = order[node_kinds(self.graph)[order] == NodeKind.COLLECTIVE].tolist()
         seq = [-1] * n
-        colls: list[int] = []
-        for i in self.order:
-            if kind[i] is _K_COLL:
-                seq[i] = len(colls)
-                colls.append(i)
+        for k, c in enumerate(colls):
+            seq[c] = k
         big = len(colls) + 1
         need = [big] * n
         for i in reversed(self.order):
             best = seq[i] if seq[i] >= 0 else big
-            for k in range(sptr[i], sptr[i + 1]):
-                v = need[sidx[k]]
+            for s in succ[i]:  # data edges and the chain's
+                v = need[s]
                 if v < best:
                     best = v
-            b = chain.get(i)
-            if b is not None and need[b] < best:
-                best = need[b]
             need[i] = best
         return seq, colls, need
 
@@ -852,31 +852,33 @@ class _ListScheduler:
 
     def finish(self, i: int) -> None:
         """``i`` is scheduled: release its uses, free storage, ready its successors."""
-        if self.live > self.peak:
-            self.peak = self.live
-        pos, alloc, uses, ahead = self.pos, self.alloc, self.uses, self.ahead
-        self.done[i] = 1
+        live = self.live
+        if live > self.peak:
+            self.peak = live
+        pos, alloc, uses, ahead, done = self.pos, self.alloc, self.uses, self.ahead, self.done
+        done[i] = 1
         self.out.append(i)
         if self.reserve and alloc[i] and self.kind[i] is not _K_IN and pos[i] > self.front:
             ahead[i] = 1
             self.profile.add(pos[i], alloc[i])
         for r in self.releases[i]:
-            uses[r] -= 1
-            if uses[r] == 0:
-                self.live -= alloc[r]
+            left = uses[r] = uses[r] - 1
+            if left == 0:
+                live -= alloc[r]
                 if ahead[r]:
                     ahead[r] = 0
                     self.profile.add(pos[r], -alloc[r])
-            elif uses[r] == 1 and self.by_memory:
+            elif left == 1 and self.by_memory:
                 for u in self.users_of.get(r, ()):
-                    if self.ready[u] and not self.done[u]:
+                    if self.ready[u] and not done[u]:
                         heapq.heappush(self.mem_q, (self.net_bytes(u), pos[u], u))
-        indeg = self.indeg
+        self.live = live
+        indeg, push = self.indeg, self.push
         for s in self.succ[i]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                self.push(s)
-        front, done, order, n = self.front, self.done, self.order, self.n
+            left = indeg[s] = indeg[s] - 1
+            if left == 0:
+                push(s)
+        front, order, n = self.front, self.order, self.n
         while front < n and done[order[front]]:
             front += 1
         self.front = front

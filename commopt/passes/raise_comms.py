@@ -3,17 +3,21 @@ depends on, as far as the memory budget allows."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.passes._common import (
+    bounded_windows,
     collective_chain,
+    compute_steps,
     demand_order,
     neighbour_lists,
+    node_kinds,
     widest_fitting,
     zero_cost_view_mask,
 )
@@ -37,38 +41,31 @@ class RaiseComms(Pass):
 
     def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> Sequence[int]:
         """The raised order (see the class docstring)."""
-        nodes = graph.nodes
-        n = len(nodes)
+        n = len(graph.nodes)
         if not graph.collectives():
             return list(order)
         viewish = zero_cost_view_mask(graph)
+        kinds = node_kinds(graph)
+        is_coll = kinds == NodeKind.COLLECTIVE
         sptr, sidx = graph.succ_arrays()
-        lazy = bytearray(n)
-        for i in reversed(order):  # reverse topological: a view's users are classified first
-            node = nodes[i]
-            if node.kind is NodeKind.COLLECTIVE:
+        lazy = bytearray(is_coll.tobytes())
+        rev_arr = np.asarray(order, dtype=np.int64)[::-1]
+        may_follow = np.frombuffer(viewish, dtype=np.uint8).astype(bool) & ~is_coll
+        for i in rev_arr[may_follow[rev_arr]].tolist():  # reverse topological: a view's users are classified first
+            users = sidx[sptr[i]:sptr[i + 1]]
+            if users and all(lazy[s] for s in users):
                 lazy[i] = 1
-            elif viewish[i]:
-                users = sidx[sptr[i]:sptr[i + 1]]
-                if users and all(lazy[s] for s in users):
-                    lazy[i] = 1
-        fence = bytearray(n)
-        for node in nodes:
-            if node.kind is NodeKind.INPUT:
-                fence[node.index] = 1
+        fence = (kinds == NodeKind.INPUT).tobytes()
         chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
-        succs = neighbour_lists(sptr, sidx, chain)
+        succs = neighbour_lists(graph, chain, successors=True)
 
         dur = ctx.durations_us
-        step = [dur[i] if nodes[i].kind is NodeKind.COMPUTE else 0.0 for i in range(n)]
-        rev = list(reversed(order))
+        step = compute_steps(graph, dur)
+        base = np.asarray(dur, dtype=float)
+        rev = Schedule(rev_arr.tolist(), n)  # made once for every window tried
 
         def build(factor: float) -> Schedule:
-            if factor == math.inf:
-                window = [math.inf] * n
-            else:
-                window = [factor * dur[i] if nodes[i].kind is NodeKind.COLLECTIVE else math.inf
-                          for i in range(n)]
+            window = bounded_windows(is_coll, base, factor)
             return Schedule(demand_order(rev, lazy, fence, succs, step, window)[::-1], n)
 
         return widest_fitting(order, lambda o: ctx.fits(graph, o), build)

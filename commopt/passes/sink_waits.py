@@ -3,17 +3,21 @@ result (views and metadata-only ops in between are not uses and move along with 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.passes._common import (
+    bounded_windows,
     collective_chain,
+    compute_steps,
     demand_order,
     neighbour_lists,
+    node_kinds,
     widest_fitting,
     zero_cost_view_mask,
 )
@@ -37,36 +41,32 @@ class SinkWaits(Pass):
         """The sunk order (see the class docstring)."""
         nodes = graph.nodes
         n = len(nodes)
-        if not graph.waits():
+        waits = graph.waits()
+        if not waits:
             return list(order)
         viewish = zero_cost_view_mask(graph)
-        lazy = bytearray(n)
-        for i in order:  # a topological order: a view's source is classified first
-            node = nodes[i]
-            if node.kind is NodeKind.WAIT:
+        kinds = node_kinds(graph)
+        lazy = bytearray((kinds == NodeKind.WAIT).tobytes())
+        order_arr = np.asarray(order, dtype=np.int64)
+        may_follow = np.frombuffer(viewish, dtype=np.uint8).astype(bool) & (kinds != NodeKind.WAIT)
+        for i in order_arr[may_follow[order_arr]].tolist():  # in order: a view's source is classified first
+            inputs = nodes[i].inputs
+            if inputs and any(lazy[p] for p in inputs):
                 lazy[i] = 1
-            elif viewish[i] and node.inputs and any(lazy[p] for p in node.inputs):
-                lazy[i] = 1
-        fence = bytearray(n)
-        for node in nodes:
-            if node.kind is NodeKind.OUTPUT:
-                fence[node.index] = 1
+        fence = (kinds == NodeKind.OUTPUT).tobytes()
         chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
-        preds = neighbour_lists(*graph.pred_arrays(), {b: a for a, b in chain.items()})
+        preds = neighbour_lists(graph, {b: a for a, b in chain.items()}, successors=False)
 
         dur = ctx.durations_us
-        step = [dur[i] if nodes[i].kind is NodeKind.COMPUTE else 0.0 for i in range(n)]
-        coll_dur = [0.0] * n
-        for node in nodes:
-            if node.kind is NodeKind.WAIT and node.wait_of is not None:
-                coll_dur[node.index] = dur[node.wait_of]
+        step = compute_steps(graph, dur)
+        is_wait = kinds == NodeKind.WAIT
+        coll_dur = np.zeros(n)
+        for w in waits:
+            if nodes[w].wait_of is not None:
+                coll_dur[w] = dur[nodes[w].wait_of]
 
         def build(factor: float) -> Schedule:
-            if factor == math.inf:
-                window = [math.inf] * n
-            else:
-                window = [factor * coll_dur[i] if nodes[i].kind is NodeKind.WAIT else math.inf
-                          for i in range(n)]
+            window = bounded_windows(is_wait, coll_dur, factor)
             return Schedule(demand_order(order, lazy, fence, preds, step, window), n)
 
         return widest_fitting(order, lambda o: ctx.fits(graph, o), build)

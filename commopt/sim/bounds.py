@@ -165,20 +165,15 @@ def _structure(graph: Graph) -> _Structure:
         return cached
     nodes = graph.nodes
     n = len(nodes)
-    advances = bytearray(1 if node.kind in CLOCK_KINDS else 0 for node in nodes)
-    is_coll = bytearray(1 if node.kind is NodeKind.COLLECTIVE else 0 for node in nodes)
-    is_view = bytearray(1 if node.kind is NodeKind.VIEW else 0 for node in nodes)
+    kinds = np.fromiter((node.kind for node in nodes), dtype=np.int8, count=n)
+    advances = bytearray(np.isin(kinds, [int(k) for k in CLOCK_KINDS]).tobytes())
+    coll = kinds == NodeKind.COLLECTIVE
+    is_coll = bytearray(coll.tobytes())
+    is_view = bytearray((kinds == NodeKind.VIEW).tobytes())
     pred_ptr, pred_idx = graph.pred_arrays()
     succ_ptr, succ_idx = graph.succ_arrays()
-    pred_finish = bytearray(len(pred_idx))
-    succ_finish = bytearray(len(succ_idx))
-    for i in range(n):
-        for k in range(pred_ptr[i], pred_ptr[i + 1]):
-            p = pred_idx[k]
-            pred_finish[k] = 1 if not is_coll[p] or needs_finish(graph, p, i) else 0
-        for k in range(succ_ptr[i], succ_ptr[i + 1]):
-            s = succ_idx[k]
-            succ_finish[k] = 1 if not is_coll[i] or needs_finish(graph, i, s) else 0
+    pred_finish = _finish_flags(graph, coll, pred_ptr, pred_idx, from_pred=True)
+    succ_finish = _finish_flags(graph, coll, succ_ptr, succ_idx, from_pred=False)
     by_group: dict[str, list[int]] = {}
     for c in graph.collectives():
         by_group.setdefault(_group(nodes[c]), []).append(c)
@@ -186,6 +181,19 @@ def _structure(graph: Graph) -> _Structure:
                       succ_idx, succ_finish, list(by_group.values()))
     _STRUCTURE[graph] = made
     return made
+
+
+def _finish_flags(graph: Graph, coll: np.ndarray, ptr, idx, *, from_pred: bool) -> bytearray:
+    """Per CSR edge (``idx[ptr[v]:ptr[v + 1]]``: ``v``'s predecessors when ``from_pred``,
+    else its successors), 1 when the successor needs the predecessor finished
+    (:func:`commopt.sim.model.needs_finish`; always, unless the predecessor is a collective)."""
+    nbr = np.asarray(idx, dtype=np.int64)
+    own = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(np.asarray(ptr, dtype=np.int64)))
+    pred, succ = (nbr, own) if from_pred else (own, nbr)
+    flags = bytearray((~coll[pred]).tobytes())
+    for k in np.flatnonzero(coll[pred]).tolist():  # only a collective may be merely issued
+        flags[k] = 1 if needs_finish(graph, int(pred[k]), int(succ[k])) else 0
+    return flags
 
 
 def heads(graph: Graph, durations: Sequence[float]) -> Heads:

@@ -89,8 +89,9 @@ def makespan_us(graph: Graph, order: Sequence[int], durations_us: Sequence[float
 @dataclass(frozen=True, eq=False)
 class _Lanes:
     """Per node, what a makespan-only replay reads (cached per graph): its kind as a small
-    code (:data:`_COLL`, :data:`_WAIT`, :data:`_VIEW`, else other), its inputs, and a
-    collective's stream (a wait's collective)."""
+    code (:data:`_COLL`, :data:`_WAIT`, :data:`_VIEW`, :data:`_PLAIN`, :data:`_PLAIN_VIEW`,
+    else another compute-stream node), its inputs, and a collective's stream (a wait's
+    collective)."""
 
     codes: bytes
     inputs: list[tuple[int, ...]]
@@ -98,6 +99,11 @@ class _Lanes:
 
 
 _COLL, _WAIT, _VIEW = 1, 2, 3
+#: A compute-stream node (not a wait) or a view none of whose inputs can end after the clock
+#: reaches it: its inputs are compute-stream nodes (done by then: durations are >= 0, so the
+#: clock never goes back) or such views, never a collective or a view of one. Every replay
+#: runs a plain node at the clock (a view: ends there) without reading its inputs.
+_PLAIN, _PLAIN_VIEW = 4, 5
 _LANES: weakref.WeakKeyDictionary[Graph, _Lanes] = weakref.WeakKeyDictionary()
 
 
@@ -106,10 +112,24 @@ def _lanes(graph: Graph) -> _Lanes:
     if cached is None:
         code = {NodeKind.COLLECTIVE: _COLL, NodeKind.WAIT: _WAIT, NodeKind.VIEW: _VIEW}
         nodes = graph.nodes
-        cached = _Lanes(bytes(code.get(n.kind, 0) for n in nodes), [n.inputs for n in nodes],
+        codes = bytearray(code.get(n.kind, 0) for n in nodes)
+        late = bytearray(len(nodes))  # may end after the clock reaches a reader: collectives and their views
+        for n in nodes:  # index order is topological: a view's sources are classified first
+            i = n.index
+            if any(late[p] for p in n.inputs):
+                late[i] = codes[i] == _VIEW
+            elif codes[i] in (0, _VIEW):
+                codes[i] = _PLAIN if codes[i] == 0 else _PLAIN_VIEW
+            late[i] = late[i] or codes[i] == _COLL
+        cached = _Lanes(bytes(codes), [n.inputs for n in nodes],
                         [stream_of(n) if n.kind is NodeKind.COLLECTIVE else n.wait_of for n in nodes])
         _LANES[graph] = cached
     return cached
+
+
+def collective_mask(graph: Graph) -> np.ndarray:
+    """True for the graph's collectives, as a whole-graph numpy mask (from the cached lanes)."""
+    return np.frombuffer(_lanes(graph).codes, dtype=np.uint8) == _COLL
 
 
 def _makespan(graph: Graph, order: Schedule, dur: list[float]) -> float:
@@ -124,11 +144,17 @@ def _makespan(graph: Graph, order: Schedule, dur: list[float]) -> float:
     t = 0.0
     comm_end = 0.0
     for i in order:
+        code = codes[i]
+        if code == _PLAIN:  # its inputs are ready by ``t`` (see :data:`_PLAIN`)
+            t = end[i] = t + dur[i]
+            continue
+        if code == _PLAIN_VIEW:
+            end[i] = t
+            continue
         ready = 0.0
         for p in inputs[i]:
             if end[p] > ready:
                 ready = end[p]
-        code = codes[i]
         if code == _COLL:
             s = max(stream_free.get(lane[i], 0.0), t, ready)
             e = end[i] = stream_free[lane[i]] = s + dur[i]
@@ -175,12 +201,27 @@ class _Replay:
         nodes, dur, end, start, events = self.nodes, self.dur, self.end, self.start, self.events
         kind_coll, kind_wait, kind_view, kind_compute = (
             NodeKind.COLLECTIVE, NodeKind.WAIT, NodeKind.VIEW, NodeKind.COMPUTE)
+        codes = _lanes(self.graph).codes
         t = 0.0
         total_compute = 0.0
         slow = self.slowdown != 1.0
         for i in order:
             node = nodes[i]
             kind = node.kind
+            code = codes[i]
+            if code == _PLAIN:  # ready by ``t``: nothing to charge (see :data:`_PLAIN`)
+                start[i] = t
+                if kind is kind_compute:
+                    s = t
+                    t = end[i] = self._stretched(s, dur[i]) if slow else s + dur[i]
+                    total_compute += dur[i]
+                    events.append(SimEvent(i, COMPUTE_LANE, s, t))
+                else:
+                    t = end[i] = t + dur[i]
+                continue
+            if code == _PLAIN_VIEW:
+                start[i] = end[i] = t
+                continue
             ready = 0.0
             for p in node.inputs:
                 if end[p] > ready:
@@ -299,7 +340,7 @@ class _Replay:
             return []
         live = np.asarray(curve, dtype=np.int64).reshape(n)
         changed = np.flatnonzero(live != np.concatenate(([-1], live[:-1])))
-        at_node = np.where(np.frombuffer(_lanes(self.graph).codes, dtype=np.uint8) == _COLL,
+        at_node = np.where(collective_mask(self.graph),
                            np.asarray(self.issue, dtype=float), np.asarray(self.start, dtype=float))
         nodes_at = np.asarray(order.order, dtype=np.int64).reshape(n)[changed]
         return list(zip(at_node[nodes_at].tolist(), live[changed].tolist(), strict=True))

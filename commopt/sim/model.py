@@ -28,6 +28,8 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from commopt.ir.graph import Graph, Node, NodeKind
 
 #: Node kinds that take no time on any stream.
@@ -44,11 +46,19 @@ def step_durations(graph: Graph, durations_us: Sequence[float]) -> list[float]:
     nodes = graph.nodes
     if len(durations_us) != len(nodes):
         raise ValueError(f"{len(durations_us)} durations for a graph of {len(nodes)} nodes")
-    dur = [0.0 if zero else float(d) for zero, d in zip(_zero_time(graph), durations_us, strict=True)]
-    if dur and not (sum(dur) < math.inf and min(dur) >= 0.0):  # a NaN makes the sum NaN
-        for i, d in enumerate(dur):
-            if not 0.0 <= d < math.inf:  # also rejects NaN
-                raise ValueError(f"node {nodes[i].name!r} has duration {d!r}; durations are finite and >= 0")
+    zero = np.frombuffer(_zero_time(graph), dtype=np.uint8).astype(bool)
+    try:
+        values = np.asarray(durations_us, dtype=float)
+    except (TypeError, ValueError):
+        values = None
+    if values is not None and values.shape == zero.shape:  # the common case, whole-array
+        timed = values[~zero]
+        if np.isfinite(timed).all() and (timed >= 0.0).all():
+            return np.where(zero, 0.0, values).tolist()
+    dur = [0.0 if z else float(d) for z, d in zip(zero.tolist(), durations_us, strict=True)]
+    for i, d in enumerate(dur):
+        if not 0.0 <= d < math.inf:  # also rejects NaN
+            raise ValueError(f"node {nodes[i].name!r} has duration {d!r}; durations are finite and >= 0")
     return dur
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.graph import Graph
 
 #: The relative error of every estimate the scenarios explore (+-30%).
 COST_ERROR = 0.30
@@ -53,8 +53,10 @@ class MakespanRange:
 def perturbations(graph: Graph, durations_us: Sequence[float],
                   error: float = COST_ERROR) -> list[tuple[str, list[float]]]:
     """The perturbed duration lists, one per scenario (module docstring), named."""
-    is_comm = np.array([n.kind is NodeKind.COLLECTIVE for n in graph.nodes], dtype=bool)
-    base = np.array([float(d) for d in durations_us], dtype=float)
+    from commopt.sim.engine import collective_mask
+
+    is_comm = collective_mask(graph)
+    base = np.fromiter(map(float, durations_us), dtype=float)
     if base.shape != is_comm.shape:
         raise ValueError(f"{len(base)} durations for a graph of {len(is_comm)} nodes")
     lo, hi = 1.0 - error, 1.0 + error

@@ -269,3 +269,14 @@ def test_slowdown_lengthens_by_at_most_its_factor(case, factor):
     lane = sorted((e.start_us, e.end_us) for e in slow.events if e.lane == COMPUTE_LANE)
     for k in range(1, len(lane)):
         assert lane[k - 1][1] <= lane[k][0] + 1e-9
+
+
+@given(graphs_and_orders())
+def test_makespan_only_replay_matches_the_full_one(case):
+    """The makespan-only replay runs plain nodes at the clock without reading their inputs
+    (:data:`commopt.sim.engine._PLAIN`): the same float as the full replay's makespan."""
+    from commopt.sim.engine import makespan_us
+
+    g, order, durations = case
+    assert makespan_us(g, order, durations) == simulate(g, order, durations).makespan_us
+
