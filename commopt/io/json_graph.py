@@ -673,13 +673,15 @@ _KIND_OF = {k: NodeKind.parse(k) for k in typing.get_args(NodeKindName)}
 
 
 def _check_kinds(nodes: list[Node], file: str | None) -> None:
+    """A node carries a 'collective' object exactly when it is a collective."""
+    collective = NodeKind.COLLECTIVE
     for node in nodes:
-        if node.kind is NodeKind.COLLECTIVE and node.collective is None:
-            raise GraphError("a collective node needs a 'collective' object", file=file, node=node.name, field="collective")
-        if node.kind is not NodeKind.COLLECTIVE and node.collective is not None:
-            raise GraphError(
-                f"a {node.kind.label} node cannot carry a 'collective' object", file=file, node=node.name, field="collective"
-            )
+        if (node.kind is collective) is (node.collective is None):  # one test for both errors
+            if node.collective is None:
+                raise GraphError("a collective node needs a 'collective' object", file=file,
+                                 node=node.name, field="collective")
+            raise GraphError(f"a {node.kind.label} node cannot carry a 'collective' object",
+                             file=file, node=node.name, field="collective")
 
 
 def _check_roles(nodes: list[Node], file: str | None) -> None:
@@ -811,9 +813,8 @@ def dumps_document(doc: dict[str, Any]) -> str:
         lines.append(f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},")
     nodes = doc.get("nodes", [])
     lines.append('  "nodes": [')
-    for i, nd in enumerate(nodes):
-        sep = "," if i + 1 < len(nodes) else ""
-        lines.append("    " + dumps_line(nd) + sep)
+    if nodes:  # one join of the encoder's texts: no Python loop and string sums per node
+        lines.append("    " + ",\n    ".join(map(dumps_line, nodes)))
     lines.append("  ]")
     lines.append("}")
     return "\n".join(lines) + "\n"

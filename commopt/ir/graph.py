@@ -10,6 +10,7 @@ Orders produced by passes are plain lists of node indices; the graph itself is n
 
 from __future__ import annotations
 
+import functools
 import math
 from array import array
 from collections.abc import Sequence
@@ -323,12 +324,21 @@ class Graph:
         return list(range(len(self.nodes)))
 
     def collectives(self) -> list[int]:
-        """Indices of collective nodes in original order."""
-        return [n.index for n in self.nodes if n.kind is NodeKind.COLLECTIVE]
+        """Indices of collective nodes in original order (a new list: the caller's to change)."""
+        return list(self._collective_indices)
 
     def waits(self) -> list[int]:
-        """Indices of wait nodes in original order."""
-        return [n.index for n in self.nodes if n.kind is NodeKind.WAIT]
+        """Indices of wait nodes in original order (a new list: the caller's to change)."""
+        return list(self._wait_indices)
+
+    @functools.cached_property
+    def _collective_indices(self) -> tuple[int, ...]:
+        # found once: passes, the simulator and the reports each ask, a walk of every node
+        return tuple(n.index for n in self.nodes if n.kind is NodeKind.COLLECTIVE)
+
+    @functools.cached_property
+    def _wait_indices(self) -> tuple[int, ...]:
+        return tuple(n.index for n in self.nodes if n.kind is NodeKind.WAIT)
 
     def waits_of(self, collective: int) -> tuple[int, ...]:
         """The waits completing ``collective`` (one, or one per tensor when coalesced)."""
