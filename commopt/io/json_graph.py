@@ -384,14 +384,10 @@ _NODE_FIELDS = frozenset(NodeModel.model_fields)
 
 def _fast_graph(raw: dict[str, Any], file: str | None) -> Graph | None:
     """The graph, when every part of ``raw`` is exactly what the schema describes; else None.
-
-    None also when reading the nodes finds an error: a node after it may break the schema,
-    and a schema violation is the error to report (pydantic's path finds the same errors
-    after it). Errors of the whole graph come once every node is known to be plain.
-    """
+    An error it raises is the one the checked path would: the whole document is plain."""
     try:
         nodes, groups = _read_nodes(raw, file)
-    except (_NotPlain, GraphError):
+    except _NotPlain:
         return None
     return _graph_of(raw, nodes, groups, file)
 
@@ -399,16 +395,37 @@ def _fast_graph(raw: dict[str, Any], file: str | None) -> Graph | None:
 def _read_nodes(raw: dict[str, Any], file: str | None
                 ) -> tuple[list[Node], dict[str, ProcessGroup]]:
     """The IR nodes (names resolved to indices) and process groups of a document;
-    :class:`_NotPlain` for a value :mod:`commopt.schemas.graph` does not describe exactly."""
+    :class:`_NotPlain` for a value :mod:`commopt.schemas.graph` does not describe exactly.
+
+    An error in the names (a duplicate, an unknown reference, a bad argument object) is raised
+    only after every node was read: a later node may break the schema, and then that is the
+    error to report (the checked path's order), without pydantic's walk of every node first.
+    """
     if not _is_plain_head(raw):
         raise _NotPlain
-    meta = raw.get("meta")
-    check_values(meta, [meta], 2, file=file, floats=True)
+    _check_free(raw.get("meta"), 2)
     raw_nodes = raw["nodes"]
     names = _Names(raw_nodes, file)
-    groups = _process_groups(raw.get("process_groups", ()), file)
+    try:
+        groups = _process_groups(raw.get("process_groups", ()), file)
+    except GraphError as exc:
+        names.fail(exc)
+        groups = {}
     shared = _Shared()
-    return [_node(pos, nd, names, shared) for pos, nd in enumerate(raw_nodes)], groups
+    nodes = [_node(pos, nd, names, shared) for pos, nd in enumerate(raw_nodes)]
+    if names.error is not None:
+        raise names.error
+    return nodes, groups
+
+
+def _check_free(value: Any, depth: int) -> None:
+    """:func:`check_values` of one free value at nesting ``depth`` (a node's ``attrs``, an
+    argument object, ``meta``); a failure raises :class:`_NotPlain`: the checked path words
+    the first in document order (:func:`_check_free_values`)."""
+    try:
+        check_values(value, [value], depth, floats=True)
+    except GraphError:
+        raise _NotPlain from None
 
 
 def _graph_of(raw: dict[str, Any], nodes: list[Node], groups: dict[str, ProcessGroup],
@@ -444,7 +461,8 @@ def _process_groups(raw_groups: Any, file: str | None) -> dict[str, ProcessGroup
 
 class _Names:
     """The node names of one document: the index of each, one :class:`Ref` per node that
-    arguments share, and the error naming file, node and field for a name that is no node's."""
+    arguments share, and the first error found reading the nodes (:meth:`fail`), such as the
+    one naming file, node and field for a name that is no node's."""
 
     def __init__(self, raw_nodes: list[dict[str, Any]], file: str | None) -> None:
         try:
@@ -452,18 +470,28 @@ class _Names:
             self.index_of = dict(zip(names, range(len(names)), strict=True))
         except (TypeError, KeyError):  # a node not an object, without a name, or not a string
             raise _NotPlain from None
-        if len(self.index_of) < len(names):
-            _raise_duplicate(names, file)
         self.raw_nodes = raw_nodes
         self.file = file
         self._refs: list[Ref | None] = [None] * len(raw_nodes)
+        self.error: GraphError | None = None
+        if len(self.index_of) < len(names):
+            self.fail(_duplicate_error(names, file))
+
+    def fail(self, error: GraphError) -> None:
+        """Keep ``error`` unless an earlier one is kept: reading goes on, to check the rest."""
+        if self.error is None:
+            self.error = error
 
     def index(self, name: str, pos: int, field: str) -> int:
-        """The index of node ``name``, which field ``field`` of node ``pos`` refers to."""
+        """The index of node ``name``, which field ``field`` of node ``pos`` refers to; for a
+        name that is no node's, 0 after :meth:`fail` (the nodes read are not used then)."""
         i = self.index_of.get(name) if type(name) is str else None  # a list is unhashable
         if i is None:
-            raise GraphError(f"refers to unknown node {name!r}", file=self.file,
-                             node=self.raw_nodes[pos]["name"], field=f"$.nodes[{pos}].{field}")
+            if type(name) is not str:
+                raise _NotPlain
+            self.fail(GraphError(f"refers to unknown node {name!r}", file=self.file,
+                                 node=self.raw_nodes[pos]["name"], field=f"$.nodes[{pos}].{field}"))
+            return 0
         return i
 
     def indices(self, names: Any, pos: int, field: str) -> list[int]:
@@ -479,7 +507,7 @@ class _Names:
         to ``refs``. A loop over the common cases, references and scalars; a nested list
         recurses, other objects go to :func:`commopt.ir.args.decode`. What
         :func:`_check_free_values` refuses (too deep, an infinite float) raises
-        :class:`_NotPlain` or its error."""
+        :class:`_NotPlain`."""
         out = []
         index_of = self.index_of
         shared_refs = self._refs
@@ -491,13 +519,13 @@ class _Names:
                 if type(ref) is str and len(v) == 1 and not too_deep:
                     i = index_of.get(ref)
                     if i is None:
-                        i = self.index(ref, pos, field)  # the error
+                        i = self.index(ref, pos, field)  # fails
                     v = shared_refs[i]
                     if v is None:
                         v = shared_refs[i] = Ref(i)
                     refs.append(i)
                 else:
-                    check_values(v, [v], depth, file=self.file, floats=True)
+                    _check_free(v, depth)
                     v = argcodec.decode(v, lambda s: self.index(s, pos, field))
                     refs.extend(argcodec.iter_refs(v))
             elif t is list:
@@ -510,13 +538,14 @@ class _Names:
         return out
 
 
-def _raise_duplicate(names: list[str], file: str | None) -> None:
-    """The error naming the first node whose name an earlier node has."""
+def _duplicate_error(names: list[str], file: str | None) -> GraphError:
+    """The error naming the first node whose name an earlier node has (there is one)."""
     seen: set[str] = set()
     for pos, nm in enumerate(names):
         if nm in seen:
-            raise GraphError("duplicate node name", file=file, node=nm, field=f"$.nodes[{pos}].name")
+            return GraphError("duplicate node name", file=file, node=nm, field=f"$.nodes[{pos}].name")
         seen.add(nm)
+    raise AssertionError("no duplicate name")
 
 
 class _Shared:
@@ -623,8 +652,8 @@ def _node(pos: int, nd: dict[str, Any], names: _Names, shared: _Shared) -> Node:
         args = tuple(names.decode(args, pos, "args", refs)) if args else ()
         kwargs = dict(zip(kw, names.decode(kw.values(), pos, "kwargs", refs), strict=True)) if kw else {}
     except argcodec.ArgError as exc:
-        raise GraphError(str(exc), file=names.file, node=name,
-                         field=f"$.nodes[{pos}].args") from None
+        names.fail(GraphError(str(exc), file=names.file, node=name, field=f"$.nodes[{pos}].args"))
+        args, kwargs = (), {}
     ins = get("inputs", ())
     if ins:
         inputs = names.indices(ins, pos, "inputs")
@@ -641,7 +670,7 @@ def _node(pos: int, nd: dict[str, Any], names: _Names, shared: _Shared) -> Node:
     d = get("duration_us")
     attrs = get("attrs", _EMPTY)
     if attrs:
-        check_values(attrs, [attrs], 4, file=names.file, floats=True)
+        _check_free(attrs, 4)
     if (type(side_effect) is not bool or type(rng) is not bool or type(attrs) is not dict
             or not (d is None or ((type(d) is float or type(d) is int) and d >= 0))  # NaN is not
             or type(ins) not in _LIST_TYPES or type(mutates) not in _LIST_TYPES):
