@@ -211,9 +211,9 @@ def graph_from_document(raw: Any, *, file: str | None = None, name_default: str 
             f"unsupported format version {version!r} (this commopt reads version {FORMAT_VERSION})",
             file=file, field="$.version",
         )
-    _check_free_values(raw, file)
     graph = _fast_graph(raw, file)
     if graph is None:
+        _check_free_values(raw, file)
         try:
             doc = GraphDocument.model_validate(raw)
         except ValidationError as exc:
@@ -228,7 +228,8 @@ def graph_from_document(raw: Any, *, file: str | None = None, name_default: str 
 def _check_free_values(raw: dict[str, Any], file: str | None) -> None:
     """Depth and finite floats of what the schema leaves free (``meta``, a node's ``args``,
     ``kwargs`` and ``attrs``): they reach codegen, copies and outputs unchecked. Typed fields
-    need no walk: the schema rejects a container where it expects a value."""
+    need no walk: the schema rejects a container where it expects a value. (The fast path
+    checks the same as it reads a node: :meth:`_Names.decode`.)"""
     check_values(raw, [raw.get("meta")], 2, file=file, floats=True)
     nodes = raw.get("nodes")
     if type(nodes) is list:
@@ -252,28 +253,26 @@ def _schema_error(exc: ValidationError, raw: dict[str, Any], file: str | None) -
 
 def graph_from_model(doc: GraphDocument, *, file: str | None = None) -> Graph:
     """Resolve names to indices and build the IR from a validated document."""
-    return _build(doc.model_dump(mode="python"), file)
+    raw = doc.model_dump(mode="python")
+    _check_free_values(raw, file)
+    return _graph_of(raw, *_read_nodes(raw, file), file)
 
 
 # --------------------------------------------------------------------------- fast path
-# A 100,000-node file is mostly small, regular node objects. _fast_graph checks each one with
-# plain type tests that accept only what the pydantic models accept *unchanged* (no coercion);
-# anything else returns None and the document goes through pydantic, which words the error
-# (or coerces, as it always did). Both paths then build the graph with _build.
-_KINDS = frozenset(typing.get_args(NodeKindName))
+# A 100,000-node file is mostly small, regular node objects. _read_nodes checks each value
+# with plain type tests as it reads it, accepting only what the pydantic models accept
+# *unchanged* (no coercion) and free values _check_free_values passes: anything else raises
+# _NotPlain (or an error), and graph_from_document takes the checked path, which words the
+# first error (or coerces, as it always did) and reads pydantic's output with _read_nodes.
 _COLL_TYPES = frozenset(typing.get_args(CollectiveTypeName))
+
+
+class _NotPlain(Exception):
+    """A value that the pydantic models refuse or would read differently (coerce)."""
 
 
 def _is_str(v: Any) -> bool:
     return type(v) is str
-
-
-def _is_name(v: Any) -> bool:
-    return type(v) is str and v != ""
-
-
-def _is_kind(v: Any) -> bool:
-    return type(v) is str and v in _KINDS
 
 
 def _is_collective_type(v: Any) -> bool:
@@ -288,8 +287,14 @@ def _is_dict(v: Any) -> bool:
     return type(v) is dict
 
 
-def _is_list_or_tuple(v: Any) -> bool:
-    return type(v) is list or type(v) is tuple
+def _is_list(v: Any) -> bool:
+    return type(v) is list
+
+
+#: The types of a JSON list: a list, or a tuple where a document was built in Python (the
+#: schema reads it as a list). Tested inline (``type(v) in _LIST_TYPES``): a call per field
+#: and node costs more than the test.
+_LIST_TYPES = (list, tuple)
 
 
 def _is_count(v: Any) -> bool:
@@ -298,10 +303,6 @@ def _is_count(v: Any) -> bool:
 
 def _is_positive(v: Any) -> bool:
     return type(v) is int and v >= 1
-
-
-def _is_duration(v: Any) -> bool:
-    return (type(v) is int or type(v) is float) and v >= 0  # NaN is not
 
 
 def _is_str_list(v: Any) -> bool:
@@ -357,22 +358,9 @@ _is_tensor = _matcher(TensorModel, {
     "dtype": _is_str, "shape": _is_int_list, "max_shape": _optional(_is_int_list),
     "logical_shape": _optional(_is_int_list), "placements": _optional(_is_str_list),
 })
-
-
-def _are_tensors(v: Any) -> bool:
-    return (type(v) is list or type(v) is tuple) and all(map(_is_tensor, v))
-
-
 _is_collective = _matcher(CollectiveModel, {
     "type": _is_collective_type, "group": _is_str, "reduce_op": _optional(_is_str),
     "in_bytes": _is_count, "out_bytes": _is_count, "coalesced": _is_bool, "in_place": _is_bool,
-})
-_fast_node = _matcher(NodeModel, {
-    "name": _is_name, "kind": _is_kind, "op": _is_str, "inputs": _is_str_list,
-    "args": _is_list_or_tuple, "kwargs": _is_dict, "outputs": _are_tensors,
-    "collective": _optional(_is_collective), "wait_of": _optional(_is_str),
-    "alias_of": _optional(_is_str), "mutates": _is_str_list, "side_effect": _is_bool,
-    "rng": _is_bool, "duration_us": _optional(_is_duration), "attrs": _is_dict,
 })
 _is_group = _matcher(ProcessGroupModel, {
     "name": _is_str, "size": _is_positive, "ranks": _optional(_is_int_list),
@@ -384,32 +372,65 @@ def _are_groups(v: Any) -> bool:
     return type(v) is list and all(map(_is_group, v))
 
 
-def _are_nodes(v: Any) -> bool:
-    return type(v) is list and all(map(_fast_node, v))
-
-
-# "format" and "version" are checked by graph_from_document
-_is_plain_document = _matcher(GraphDocument, {
+# "format" and "version" are checked by graph_from_document; the nodes by _node
+_is_plain_head = _matcher(GraphDocument, {
     "format": _is_anything, "version": _is_anything, "name": _is_str,
     "world_size": _optional(_is_positive), "mesh": _optional(_is_mesh),
-    "process_groups": _are_groups, "nodes": _are_nodes, "meta": _is_dict,
+    "process_groups": _are_groups, "nodes": _is_list, "meta": _is_dict,
 })
+#: The fields a node object may have (extra fields are a schema violation).
+_NODE_FIELDS = frozenset(NodeModel.model_fields)
 
 
 def _fast_graph(raw: dict[str, Any], file: str | None) -> Graph | None:
-    """The graph, when every part of ``raw`` is exactly what the schema describes; else None."""
-    if not _is_plain_document(raw):
+    """The graph, when every part of ``raw`` is exactly what the schema describes; else None.
+    An error it raises is the one the checked path would: the whole document is plain."""
+    try:
+        nodes, groups = _read_nodes(raw, file)
+    except _NotPlain:
         return None
-    return _build(raw, file)
+    return _graph_of(raw, nodes, groups, file)
 
 
-def _build(raw: dict[str, Any], file: str | None) -> Graph:
-    """Resolve names to indices and build the IR from a document already known to be valid."""
+def _read_nodes(raw: dict[str, Any], file: str | None
+                ) -> tuple[list[Node], dict[str, ProcessGroup]]:
+    """The IR nodes (names resolved to indices) and process groups of a document;
+    :class:`_NotPlain` for a value :mod:`commopt.schemas.graph` does not describe exactly.
+
+    An error in the names (a duplicate, an unknown reference, a bad argument object) is raised
+    only after every node was read: a later node may break the schema, and then that is the
+    error to report (the checked path's order), without pydantic's walk of every node first.
+    """
+    if not _is_plain_head(raw):
+        raise _NotPlain
+    _check_free(raw.get("meta"), 2)
     raw_nodes = raw["nodes"]
     names = _Names(raw_nodes, file)
-    groups = _process_groups(raw.get("process_groups", ()), file)
+    try:
+        groups = _process_groups(raw.get("process_groups", ()), file)
+    except GraphError as exc:
+        names.fail(exc)
+        groups = {}
     shared = _Shared()
     nodes = [_node(pos, nd, names, shared) for pos, nd in enumerate(raw_nodes)]
+    if names.error is not None:
+        raise names.error
+    return nodes, groups
+
+
+def _check_free(value: Any, depth: int) -> None:
+    """:func:`check_values` of one free value at nesting ``depth`` (a node's ``attrs``, an
+    argument object, ``meta``); a failure raises :class:`_NotPlain`: the checked path words
+    the first in document order (:func:`_check_free_values`)."""
+    try:
+        check_values(value, [value], depth, floats=True)
+    except GraphError:
+        raise _NotPlain from None
+
+
+def _graph_of(raw: dict[str, Any], nodes: list[Node], groups: dict[str, ProcessGroup],
+              file: str | None) -> Graph:
+    """The validated :class:`Graph` of a document's nodes and groups."""
     _check_kinds(nodes, file)
     _check_roles(nodes, file)
     return Graph.build(
@@ -440,80 +461,140 @@ def _process_groups(raw_groups: Any, file: str | None) -> dict[str, ProcessGroup
 
 class _Names:
     """The node names of one document: the index of each, one :class:`Ref` per node that
-    arguments share, and the error naming file, node and field for a name that is no node's."""
+    arguments share, and the first error found reading the nodes (:meth:`fail`), such as the
+    one naming file, node and field for a name that is no node's."""
 
     def __init__(self, raw_nodes: list[dict[str, Any]], file: str | None) -> None:
-        names = [nd["name"] for nd in raw_nodes]
-        self.index_of = dict(zip(names, range(len(names)), strict=True))
-        if len(self.index_of) < len(names):
-            _raise_duplicate(names, file)
+        try:
+            names = [nd["name"] for nd in raw_nodes]
+            self.index_of = dict(zip(names, range(len(names)), strict=True))
+        except (TypeError, KeyError):  # a node not an object, without a name, or not a string
+            raise _NotPlain from None
         self.raw_nodes = raw_nodes
         self.file = file
         self._refs: list[Ref | None] = [None] * len(raw_nodes)
+        self.error: GraphError | None = None
+        if len(self.index_of) < len(names):
+            self.fail(_duplicate_error(names, file))
+
+    def fail(self, error: GraphError) -> None:
+        """Keep ``error`` unless an earlier one is kept: reading goes on, to check the rest."""
+        if self.error is None:
+            self.error = error
 
     def index(self, name: str, pos: int, field: str) -> int:
-        """The index of node ``name``, which field ``field`` of node ``pos`` refers to."""
-        i = self.index_of.get(name)
+        """The index of node ``name``, which field ``field`` of node ``pos`` refers to; for a
+        name that is no node's, 0 after :meth:`fail` (the nodes read are not used then)."""
+        i = self.index_of.get(name) if type(name) is str else None  # a list is unhashable
         if i is None:
-            raise GraphError(f"refers to unknown node {name!r}", file=self.file,
-                             node=self.raw_nodes[pos]["name"], field=f"$.nodes[{pos}].{field}")
+            if type(name) is not str:
+                raise _NotPlain
+            self.fail(GraphError(f"refers to unknown node {name!r}", file=self.file,
+                                 node=self.raw_nodes[pos]["name"], field=f"$.nodes[{pos}].{field}"))
+            return 0
         return i
 
-    def decode(self, values: Iterable[Any], pos: int, field: str, refs: list[int]) -> list[Any]:
+    def indices(self, names: Any, pos: int, field: str) -> list[int]:
+        """The indices of the nodes a list of names (field ``field`` of node ``pos``) names."""
+        if type(names) not in _LIST_TYPES:
+            raise _NotPlain
+        return [self.index(s, pos, field) for s in names]
+
+    def decode(self, values: Iterable[Any], pos: int, field: str, refs: list[int],
+               depth: int = 5) -> list[Any]:
         """:func:`commopt.ir.args.decode` of each JSON argument in ``values`` (field ``field``
-        of node ``pos``), appending the index of each node referred to to ``refs``. A loop over
-        the common cases, references and scalars; a nested list recurses, other objects go to
-        :func:`commopt.ir.args.decode`."""
+        of node ``pos``, at nesting ``depth``), appending the index of each node referred to
+        to ``refs``. A loop over the common cases, references and scalars; a nested list
+        recurses, other objects go to :func:`commopt.ir.args.decode`. What
+        :func:`_check_free_values` refuses (too deep, an infinite float) raises
+        :class:`_NotPlain`."""
         out = []
+        index_of = self.index_of
+        shared_refs = self._refs
+        too_deep = depth > MAX_JSON_DEPTH
         for v in values:
             t = type(v)
             if t is dict:
                 ref = v.get("ref")
-                if type(ref) is str and len(v) == 1:
-                    i = self.index(ref, pos, field)
-                    v = self._refs[i]
+                if type(ref) is str and len(v) == 1 and not too_deep:
+                    i = index_of.get(ref)
+                    if i is None:
+                        i = self.index(ref, pos, field)  # fails
+                    v = shared_refs[i]
                     if v is None:
-                        v = self._refs[i] = Ref(i)
+                        v = shared_refs[i] = Ref(i)
                     refs.append(i)
                 else:
+                    _check_free(v, depth)
                     v = argcodec.decode(v, lambda s: self.index(s, pos, field))
                     refs.extend(argcodec.iter_refs(v))
             elif t is list:
-                v = self.decode(v, pos, field, refs)
+                if too_deep:
+                    raise _NotPlain
+                v = self.decode(v, pos, field, refs, depth + 1)
+            elif t is float and not math.isfinite(v):
+                raise _NotPlain
             out.append(v)
         return out
 
 
-def _raise_duplicate(names: list[str], file: str | None) -> None:
-    """The error naming the first node whose name an earlier node has."""
+def _duplicate_error(names: list[str], file: str | None) -> GraphError:
+    """The error naming the first node whose name an earlier node has (there is one)."""
     seen: set[str] = set()
     for pos, nm in enumerate(names):
         if nm in seen:
-            raise GraphError("duplicate node name", file=file, node=nm, field=f"$.nodes[{pos}].name")
+            return GraphError("duplicate node name", file=file, node=nm, field=f"$.nodes[{pos}].name")
         seen.add(nm)
+    raise AssertionError("no duplicate name")
 
 
 class _Shared:
     """Equal tensors, lists of output tensors and collectives as one object each: a
-    transformer repeats a few shapes, dtypes and messages across 100,000 nodes."""
+    transformer repeats a few shapes, dtypes and messages across 100,000 nodes.
+
+    Only a key not seen before is checked against the schema (:class:`_NotPlain` if it
+    fails): a key equal to one that passed can differ from it only as ``True`` or ``1.0``
+    differ from ``1``, which the schema reads as that very number."""
 
     def __init__(self) -> None:
         self._tensors: dict[tuple, TensorMeta] = {}
         self._outputs: dict[tuple, tuple[TensorMeta, ...]] = {}
         self._collectives: dict[tuple, CollectiveInfo] = {}
 
-    def outputs(self, outs: list[dict[str, Any]]) -> tuple[TensorMeta, ...]:
+    def outputs(self, outs: Any) -> tuple[TensorMeta, ...]:
         """The tensors of a node's JSON ``outputs``."""
-        return _one_of(self._outputs, tuple(map(_tensor_key, outs)), self._tensors_of)
+        if type(outs) not in _LIST_TYPES:
+            raise _NotPlain
+        try:
+            key = tuple(map(_tensor_key, outs))
+            got = self._outputs.get(key)
+        except (TypeError, KeyError, AttributeError):  # not a tensor; pydantic says why
+            raise _NotPlain from None
+        if got is None:
+            for t in outs:
+                if not _is_tensor(t):
+                    raise _NotPlain
+            got = self._outputs[key] = tuple(_one_of(self._tensors, k, TensorMeta) for k in key)
+        return got
 
-    def _tensors_of(self, *keys: tuple) -> tuple[TensorMeta, ...]:
-        return tuple(_one_of(self._tensors, k, TensorMeta) for k in keys)
-
-    def collective(self, c: dict[str, Any]) -> CollectiveInfo:
+    def collective(self, c: Any) -> CollectiveInfo:
         """The collective of a node's JSON ``collective`` object."""
-        key = (c["type"], c["group"], c.get("reduce_op"), c.get("in_bytes", 0),
+        if type(c) is not dict or not c.keys() <= _COLLECTIVE_FIELDS:
+            raise _NotPlain
+        key = (c.get("type"), c.get("group"), c.get("reduce_op"), c.get("in_bytes", 0),
                c.get("out_bytes", 0), c.get("coalesced", False), c.get("in_place", False))
-        return _one_of(self._collectives, key, CollectiveInfo)
+        try:
+            got = self._collectives.get(key)
+        except TypeError:  # an unhashable value
+            raise _NotPlain from None
+        if got is None:
+            if not _is_collective(c):
+                raise _NotPlain
+            got = self._collectives[key] = CollectiveInfo(*key)
+        return got
+
+
+_COLLECTIVE_FIELDS = frozenset(CollectiveModel.model_fields)
 
 
 def _one_of(table: dict[tuple, Any], key: tuple, make: Callable[..., Any]) -> Any:
@@ -525,72 +606,112 @@ def _one_of(table: dict[tuple, Any], key: tuple, make: Callable[..., Any]) -> An
 
 
 def _tensor_key(t: dict[str, Any]) -> tuple:
-    """The fields of :class:`TensorMeta`, in order, from a JSON tensor."""
-    return (t["dtype"], tuple(t["shape"]), _opt_tuple(t.get("max_shape")),
-            _opt_tuple(t.get("logical_shape")), _opt_tuple(t.get("placements")))
+    """The fields of :class:`TensorMeta`, in order, from a JSON tensor; KeyError for one with
+    fields TensorMeta lacks or a shape that is not a list (so not the schema's list, however
+    equal its items)."""
+    if len(t) == 2:  # the common case: dtype and shape only
+        shape = t["shape"]
+        if type(shape) is list:
+            return (t["dtype"], tuple(shape), None, None, None)
+    elif t.keys() <= _TENSOR_FIELDS:
+        return (t["dtype"], _list_tuple(t["shape"]), _list_tuple(t.get("max_shape")),
+                _list_tuple(t.get("logical_shape")), _list_tuple(t.get("placements")))
+    raise KeyError
 
 
-def _opt_tuple(v: Any) -> tuple | None:
-    return tuple(v) if v is not None else None
+_TENSOR_FIELDS = frozenset(TensorModel.model_fields)
+
+
+def _list_tuple(v: Any) -> tuple | None:
+    """A JSON list as a tuple, None as None; KeyError for anything else."""
+    if type(v) is list:
+        return tuple(v)
+    if v is None:
+        return None
+    raise KeyError
 
 
 def _node(pos: int, nd: dict[str, Any], names: _Names, shared: _Shared) -> Node:
-    """The IR node of JSON node ``nd`` (at ``pos``), names resolved to indices."""
+    """The IR node of JSON node ``nd`` (at ``pos``), names resolved to indices;
+    :class:`_NotPlain` for a value that is not exactly what ``NodeModel`` describes."""
+    if type(nd) is not dict or not nd.keys() <= _NODE_FIELDS:
+        raise _NotPlain
     get = nd.get
+    name = nd["name"]  # _Names read it
+    kind = get("kind")
+    kind = _KIND_OF.get(kind) if type(kind) is str else None
+    op = get("op")
+    if kind is None or type(name) is not str or not name or type(op) is not str:
+        raise _NotPlain
     refs: list[int] = []
-    args = get("args")
-    kw = get("kwargs")
+    args = get("args", ())
+    kw = get("kwargs", _EMPTY)
+    if type(args) not in _LIST_TYPES or type(kw) is not dict:
+        raise _NotPlain
     try:
         args = tuple(names.decode(args, pos, "args", refs)) if args else ()
         kwargs = dict(zip(kw, names.decode(kw.values(), pos, "kwargs", refs), strict=True)) if kw else {}
     except argcodec.ArgError as exc:
-        raise GraphError(str(exc), file=names.file, node=nd["name"],
-                         field=f"$.nodes[{pos}].args") from None
-    ins = get("inputs")
+        names.fail(GraphError(str(exc), file=names.file, node=name, field=f"$.nodes[{pos}].args"))
+        args, kwargs = (), {}
+    ins = get("inputs", ())
     if ins:
-        inputs = [names.index(s, pos, "inputs") for s in ins]
+        inputs = names.indices(ins, pos, "inputs")
         inputs.extend(refs)
     else:
         inputs = refs
-    outs = get("outputs")
+    outs = get("outputs", ())
     c = get("collective")
     wait_of = get("wait_of")
     alias_of = get("alias_of")
-    mutates = get("mutates")
+    mutates = get("mutates", ())
+    side_effect = get("side_effect", False)
+    rng = get("rng", False)
     d = get("duration_us")
-    attrs = get("attrs")
+    attrs = get("attrs", _EMPTY)
+    if attrs:
+        _check_free(attrs, 4)
+    if (type(side_effect) is not bool or type(rng) is not bool or type(attrs) is not dict
+            or not (d is None or ((type(d) is float or type(d) is int) and d >= 0))  # NaN is not
+            or type(ins) not in _LIST_TYPES or type(mutates) not in _LIST_TYPES):
+        raise _NotPlain
     # positional: a third of the time of 16 keywords; test_json_fast_path pins the order
     return Node(
         pos,
-        nd["name"],
-        _KIND_OF[nd["kind"]],
-        nd["op"],
+        name,
+        kind,
+        op,
         tuple(dict.fromkeys(inputs)) if len(inputs) > 1 else tuple(inputs),
-        shared.outputs(outs) if outs else (),
+        shared.outputs(outs),
         args,
         kwargs,
         shared.collective(c) if c is not None else None,
-        names.index(wait_of, pos, "wait_of") if wait_of is not None else None,
-        names.index(alias_of, pos, "alias_of") if alias_of is not None else None,
-        tuple(names.index(s, pos, "mutates") for s in mutates) if mutates else (),
-        get("side_effect", False),
-        get("rng", False),
+        None if wait_of is None else names.index(wait_of, pos, "wait_of"),
+        None if alias_of is None else names.index(alias_of, pos, "alias_of"),
+        tuple(names.indices(mutates, pos, "mutates")) if mutates else (),
+        side_effect,
+        rng,
         float(d) if d is not None else None,
         dict(attrs) if attrs else {},
     )
 
 
-_KIND_OF = {k.label: k for k in NodeKind}
+#: The default of an absent object field, never changed.
+_EMPTY: dict[str, Any] = {}
+#: The kinds the schema names, by name.
+_KIND_OF = {k: NodeKind.parse(k) for k in typing.get_args(NodeKindName)}
 
 
 def _check_kinds(nodes: list[Node], file: str | None) -> None:
+    """A node carries a 'collective' object exactly when it is a collective."""
+    collective = NodeKind.COLLECTIVE
     for node in nodes:
-        if node.kind is NodeKind.COLLECTIVE and node.collective is None:
-            raise GraphError("a collective node needs a 'collective' object", file=file, node=node.name, field="collective")
-        if node.kind is not NodeKind.COLLECTIVE and node.collective is not None:
-            raise GraphError(
-                f"a {node.kind.label} node cannot carry a 'collective' object", file=file, node=node.name, field="collective"
-            )
+        if (node.kind is collective) is (node.collective is None):  # one test for both errors
+            if node.collective is None:
+                raise GraphError("a collective node needs a 'collective' object", file=file,
+                                 node=node.name, field="collective")
+            raise GraphError(f"a {node.kind.label} node cannot carry a 'collective' object",
+                             file=file, node=node.name, field="collective")
 
 
 def _check_roles(nodes: list[Node], file: str | None) -> None:
@@ -722,9 +843,8 @@ def dumps_document(doc: dict[str, Any]) -> str:
         lines.append(f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},")
     nodes = doc.get("nodes", [])
     lines.append('  "nodes": [')
-    for i, nd in enumerate(nodes):
-        sep = "," if i + 1 < len(nodes) else ""
-        lines.append("    " + dumps_line(nd) + sep)
+    if nodes:  # one join of the encoder's texts: no Python loop and string sums per node
+        lines.append("    " + ",\n    ".join(map(dumps_line, nodes)))
     lines.append("  ]")
     lines.append("}")
     return "\n".join(lines) + "\n"

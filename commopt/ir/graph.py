@@ -10,6 +10,7 @@ Orders produced by passes are plain lists of node indices; the graph itself is n
 
 from __future__ import annotations
 
+import functools
 import math
 from array import array
 from collections.abc import Sequence
@@ -72,6 +73,10 @@ class NodeKind(IntEnum):
         """The kind named by its lower-case label."""
         return cls[text.upper()]
 
+
+# ``NodeKind.X`` goes through ``EnumType.__getattr__`` on Python 3.11 (about ten times a
+# global's lookup): the loops over every node below compare with these.
+_VIEW, _COLLECTIVE, _WAIT = NodeKind.VIEW, NodeKind.COLLECTIVE, NodeKind.WAIT
 
 #: Collective types the IR knows. ``*_coalesced`` variants are expressed with
 #: :attr:`CollectiveInfo.coalesced` rather than separate types.
@@ -323,12 +328,21 @@ class Graph:
         return list(range(len(self.nodes)))
 
     def collectives(self) -> list[int]:
-        """Indices of collective nodes in original order."""
-        return [n.index for n in self.nodes if n.kind is NodeKind.COLLECTIVE]
+        """Indices of collective nodes in original order (a new list: the caller's to change)."""
+        return list(self._collective_indices)
 
     def waits(self) -> list[int]:
-        """Indices of wait nodes in original order."""
-        return [n.index for n in self.nodes if n.kind is NodeKind.WAIT]
+        """Indices of wait nodes in original order (a new list: the caller's to change)."""
+        return list(self._wait_indices)
+
+    @functools.cached_property
+    def _collective_indices(self) -> tuple[int, ...]:
+        # found once: passes, the simulator and the reports each ask, a walk of every node
+        return tuple(n.index for n in self.nodes if n.kind is _COLLECTIVE)
+
+    @functools.cached_property
+    def _wait_indices(self) -> tuple[int, ...]:
+        return tuple(n.index for n in self.nodes if n.kind is _WAIT)
 
     def waits_of(self, collective: int) -> tuple[int, ...]:
         """The waits completing ``collective`` (one, or one per tensor when coalesced)."""
@@ -410,7 +424,7 @@ def _ordering_edges(
     last_coll_in_group: dict[str, int] = {}
     for node in nodes:
         kind = node.kind
-        if kind is NodeKind.VIEW:
+        if kind is _VIEW:
             continue
         i = node.index
         if storage is not None:
@@ -426,11 +440,11 @@ def _ordering_edges(
             if last_sequenced is not None:
                 edges.append((last_sequenced, i))
             last_sequenced = i
-        elif kind is NodeKind.COLLECTIVE or kind is NodeKind.WAIT:
+        elif kind is _COLLECTIVE or kind is _WAIT:
             if last_barrier is not None:
                 edges.append((last_barrier, i))
             comm_since_barrier.append(i)
-        if group_order and kind is NodeKind.COLLECTIVE and node.collective is not None:
+        if group_order and kind is _COLLECTIVE and node.collective is not None:
             g = node.collective.group
             prev = last_coll_in_group.get(g)
             if prev is not None:
@@ -465,7 +479,7 @@ class _StorageHazards:
             if w is not None and w != i:
                 edges.append((w, i))
             self.readers_since_write.setdefault(r, []).append(i)
-            if node.kind is NodeKind.COLLECTIVE and i in self.waits_of:
+            if node.kind is _COLLECTIVE and i in self.waits_of:
                 self.inflight_readers.setdefault(r, []).extend(self.waits_of[i])
         for r in {root[j] for j in node.mutates}:
             for rd in self.readers_since_write.get(r, ()):

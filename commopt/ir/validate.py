@@ -26,6 +26,11 @@ MAX_DURATION_US = 1e15
 REDUCE_OPS = frozenset({"sum", "avg", "product", "prod", "min", "max", "band", "bor", "bxor"})
 
 
+# ``NodeKind.X`` goes through ``EnumType.__getattr__`` on Python 3.11 (about ten times a
+# global's lookup): the loops over every node below compare with these.
+_VIEW, _WAIT, _OUTPUT, _COLLECTIVE = NodeKind.VIEW, NodeKind.WAIT, NodeKind.OUTPUT, NodeKind.COLLECTIVE
+
+
 def validate_nodes(
     nodes: list[Node], groups: dict[str, ProcessGroup], *, file: str | None = None,
     world_size: int | None = None, mesh: Mapping[str, int] | None = None,
@@ -96,17 +101,17 @@ def _check_references(nodes: list[Node], groups: Mapping[str, ProcessGroup], fil
                     file=file, node=node.name, field="mutates",
                 )
         kind = node.kind
-        if kind is NodeKind.VIEW:
+        if kind is _VIEW:
             if node.alias_of in collective_of:
                 collective_of[node.index] = collective_of[node.alias_of]
             continue
-        if kind is NodeKind.WAIT:
+        if kind is _WAIT:
             _check_wait(nodes, node, file)
             waited.add(node.wait_of)
             continue
-        if kind is NodeKind.OUTPUT:
+        if kind is _OUTPUT:
             outputs += 1
-        elif kind is NodeKind.COLLECTIVE:
+        elif kind is _COLLECTIVE:
             _check_group(node, groups, file)
             collectives.append(node.index)
             collective_of[node.index] = node.index
@@ -287,9 +292,9 @@ def _check_wait(nodes: list[Node], node: Node, file: str | None) -> None:
         )
     cur = nodes[node.inputs[0]]
     # through views and earlier waits of the same value (torch allows waiting twice)
-    while cur.kind in (NodeKind.VIEW, NodeKind.WAIT) and cur.alias_of is not None:
+    while (cur.kind is _VIEW or cur.kind is _WAIT) and cur.alias_of is not None:
         cur = nodes[cur.alias_of]
-    if cur.kind is not NodeKind.COLLECTIVE:
+    if cur.kind is not _COLLECTIVE:
         raise GraphError(
             f"waits on {nodes[node.inputs[0]].name!r}, which is not a collective",
             file=file, node=node.name, field="inputs",

@@ -145,3 +145,131 @@ def test_a_duplicate_name_is_named_where_it_repeats():
     with pytest.raises(GraphError) as exc:
         graph_from_document(raw, file="g.json")
     assert (exc.value.message, exc.value.node, exc.value.field) == ("duplicate node name", "buf", "$.nodes[6].name")
+
+
+# Values a mutation puts somewhere in a document: each type the schema tells apart, numbers
+# pydantic coerces, names that are and are not nodes, and free values too deep or not finite.
+_ODD_VALUES = [
+    None, True, False, 0, 1, -1, 1.0, 2.5, -0.5, float("inf"), float("nan"), 10**20, "", "x",
+    "ar", "sum", "tp", "float32", "all_reduce", "compute", "collective", [], [1], [True, 4],
+    [1.0, 4], ["x"], ["nope"], {}, {"ref": "x"}, {"ref": "nope"}, {"ref": 1}, {"float": "inf"},
+    {"dtype": "bfloat16"}, {"kwargs": {"a": [float("-inf")]}}, {"dtype": "float32", "shape": [4]},
+    {"extra": 1}, [[[[1]]]],
+]
+
+
+def _deep(levels: int) -> list:
+    value: list = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _places(value, loc=()):
+    """Every location inside ``value`` (dict keys and list positions), as key paths."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield (*loc, k)
+            yield from _places(v, (*loc, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield (*loc, i)
+            yield from _places(v, (*loc, i))
+
+
+def _mutated(raw, rng):
+    """``raw`` with one random change: a value replaced, a field dropped or an unknown one
+    added; inside a node (one chosen first, so that each node's fields are often hit) or,
+    one time in five, anywhere."""
+    doc = copy.deepcopy(raw)
+    places = [p for p in _places(doc) if p[0] not in ("format", "version")]
+    if rng.random() < 0.8:
+        node = rng.randrange(len(doc["nodes"]))
+        places = [p for p in places if p[:2] == ("nodes", node) and len(p) > 2]
+    *parent_loc, last = rng.choice(places)
+    parent = doc
+    for k in parent_loc:
+        parent = parent[k]
+    action = rng.random()
+    if action < 0.1 and isinstance(parent, dict):
+        del parent[last]
+    elif action < 0.15 and isinstance(parent, dict):
+        parent["unknown_field"] = 1
+    elif action < 0.2:
+        parent[last] = _deep(rng.choice([1, 95, 97, 98, 120]))
+    else:
+        parent[last] = copy.deepcopy(rng.choice(_ODD_VALUES))
+    return doc
+
+
+#: Free values (meta, attrs, args, kwargs) too deep or not finite, and a negative duration.
+_FREE_VALUE_EDITS = [
+    lambda d: d["meta"].update(deep=_deep(99)),
+    lambda d: d["meta"].update(deep=_deep(98)),
+    lambda d: d["meta"].update(x=[float("inf")]),
+    lambda d: d["nodes"][5]["attrs"].update(x={"y": float("nan")}),
+    lambda d: d["nodes"][5]["attrs"].update(x=_deep(97)),
+    lambda d: d["nodes"][5]["attrs"].update(x=_deep(96)),
+    lambda d: d["nodes"][5]["kwargs"].update(x=_deep(96)),
+    lambda d: d["nodes"][5]["kwargs"].update(x=[{"ref": "x"}, _deep(96)]),
+    lambda d: d["nodes"][5]["args"].append(_deep(95) + [{"ref": "x"}]),
+    lambda d: d["nodes"][5]["args"].append(_deep(96) + [{"ref": "x"}]),
+    lambda d: d["nodes"][5]["args"].append({"kwargs": {"a": _deep(96)}}),
+    lambda d: d["nodes"][5]["args"].append({"kwargs": {"a": float("-inf")}}),
+    lambda d: d["nodes"][5]["kwargs"].update(x=float("inf")),
+    lambda d: d["nodes"][5].update(duration_us=-0.5),
+    lambda d: d["nodes"][5].update(duration_us=float("nan")),
+]
+
+
+def _edited_every_field(edit):
+    doc = copy.deepcopy(EVERY_FIELD)
+    edit(doc)
+    return doc
+
+
+def _outcome(raw):
+    try:
+        graph = graph_from_document(raw, file="f.json")
+    except GraphError as exc:
+        return exc.message, exc.node, exc.field
+    return _summary(graph)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fast_path_gives_the_checked_paths_graph_or_error_for_odd_documents(seed, monkeypatch):
+    """Whatever a document holds, the fast path builds the graph, or reports the error, that
+    the checked path (free values, then pydantic, then the build) does."""
+    import random
+
+    import commopt.io.json_graph as json_graph
+
+    rng = random.Random(seed)
+    base = [copy.deepcopy(EVERY_FIELD), graph_to_document(fsdp_tp_stack(1, dp=2, hidden=16, tokens=8))]
+    docs = [_mutated(rng.choice(base), rng) for _ in range(400)]
+    docs += [_edited_every_field(edit) for edit in _FREE_VALUE_EDITS]
+    fast = [_outcome(copy.deepcopy(d)) for d in docs]
+    monkeypatch.setattr(json_graph, "_fast_graph", lambda raw, file: None)
+    checked = [_outcome(copy.deepcopy(d)) for d in docs]
+    for doc, f, c in zip(docs, fast, checked, strict=True):
+        assert f == c, json.dumps(doc, default=str)[:2000]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d["nodes"][3].update(args=[{"ref": "nope"}]), "refers to unknown node 'nope'"),
+    (lambda d: d["nodes"][6].update(name="buf"), "duplicate node name"),
+    (lambda d: d["nodes"][6].update(args=[{"nope": 1}]), "unknown argument object 'nope'"),
+])
+def test_an_error_in_a_plain_document_needs_no_pydantic_walk(edit, message, monkeypatch):
+    """Reading goes on past an error in the names to check the nodes after it, so a plain
+    document's error is reported without pydantic validating every node (seconds at 100,000)."""
+    raw = copy.deepcopy(EVERY_FIELD)
+    edit(raw)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("pydantic was asked")
+
+    monkeypatch.setattr(GraphDocument, "model_validate", refuse)
+    with pytest.raises(GraphError) as exc:
+        graph_from_document(raw, file="g.json")
+    assert message in exc.value.message
