@@ -174,14 +174,20 @@ def _import_seconds(script: Path, env: dict[str, str]) -> float | str:
     return float(proc.stdout.strip().splitlines()[-1])
 
 
-def _measure(nodes: int, tmp: Path, env: dict[str, str]) -> dict[str, object]:
+def _measure(nodes: int, tmp: Path, env: dict[str, str], jobs: tuple[int, ...] = (1,)) -> list[dict[str, object]]:
+    """One row per ``--jobs`` value: the command on a graph of about ``nodes`` nodes."""
     graph = tmp / f"synth_{nodes}.json"
     n = _save_graph(nodes, graph)
-    out = tmp / f"out_{nodes}"
-    code, stderr, wall, cpu, rss, pss = _run(["commopt", "-v", "optimize", str(graph), "-o", str(out)],
-                                             env)
-    row: dict[str, object] = {"nodes": n, "code": code, "wall": wall, "cpu": cpu, "rss": rss, "pss": pss,
-                              "stages": _stage_seconds(stderr), "files": {}}
+    rows = [_measure_run(graph, n, tmp / f"out_{nodes}_j{j}", env, j) for j in jobs]
+    graph.unlink()
+    return rows
+
+
+def _measure_run(graph: Path, n: int, out: Path, env: dict[str, str], jobs: int) -> dict[str, object]:
+    code, stderr, wall, cpu, rss, pss = _run(["commopt", "-v", "optimize", str(graph), "-o", str(out),
+                                              "--jobs", str(jobs)], env)
+    row: dict[str, object] = {"nodes": n, "jobs": jobs, "code": code, "wall": wall, "cpu": cpu, "rss": rss,
+                              "pss": pss, "stages": _stage_seconds(stderr), "files": {}}
     if code != 0:
         row["error"] = stderr.strip().splitlines()[-1][:120] if stderr.strip() else "?"
         return row
@@ -189,7 +195,6 @@ def _measure(nodes: int, tmp: Path, env: dict[str, str]) -> dict[str, object]:
     row["files"] = {f["name"]: f["bytes"] for f in manifest["files"]}
     runner = next((out / name for name in row["files"] if name.startswith("run_")), None)
     row["import"] = _import_seconds(runner, env) if runner is not None else "no runner"
-    graph.unlink()
     return row
 
 
@@ -268,16 +273,17 @@ def run(quick: bool) -> str:
         sizes.append(1_000_000)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
-        rows = [_measure(n, Path(tmp), env) for n in sizes]
+        rows = [row for n in sizes
+                for row in _measure(n, Path(tmp), env, (1, 2) if n == 100_000 else (1,))]
         host = _host_rows(Path(tmp), env)
     whole, shares, files, runner = [], [], [], []
     for r in rows:
         stages = r["stages"]
         covered = sum(stages.values())
-        whole.append([r["nodes"], r["wall"], r["cpu"], f"{int(r['rss']) / 2**20:,.0f}",
+        whole.append([r["nodes"], r["jobs"], r["wall"], r["cpu"], f"{int(r['rss']) / 2**20:,.0f}",
                       f"{int(r['pss']) / 2**20:,.0f}" if r["pss"] else "-",
                       "ok" if r["code"] == 0 else f"exit {r['code']}: {r.get('error', '')}"])
-        shares.append([r["nodes"], *(f"{100 * stages.get(c, 0.0) / r['wall']:.0f}%" for _, c in STAGES),
+        shares.append([r["nodes"], r["jobs"], *(f"{100 * stages.get(c, 0.0) / r['wall']:.0f}%" for _, c in STAGES),
                        f"{100 * max(0.0, r['wall'] - covered) / r['wall']:.0f}%"])
         by_kind = {"graph": None, "plan": None, "runner": None, "report": None, "trace": None,
                    "summary": None}
@@ -288,33 +294,37 @@ def run(quick: bool) -> str:
                     else "graph")
             if kind is not None:
                 by_kind[kind] = size
-        files.append([r["nodes"], *(_mb(v) for v in by_kind.values())])
+        if r["jobs"] == 1:  # the same files either way
+            files.append([r["nodes"], *(_mb(v) for v in by_kind.values())])
         per_node = f"{by_kind['runner'] / r['nodes']:.0f}" if isinstance(by_kind["runner"], int) else "-"
-        runner.append([r["nodes"], f"{stages.get('runner', 0.0):.2f}", _mb(by_kind["runner"]), per_node,
-                       f"{r['import']:.2f}" if isinstance(r.get("import"), float) else r.get("import", "-")])
+        if r["jobs"] == 1:
+            runner.append([r["nodes"], f"{stages.get('runner', 0.0):.2f}", _mb(by_kind["runner"]), per_node,
+                           f"{r['import']:.2f}" if isinstance(r.get("import"), float)
+                           else r.get("import", "-")])
     parts = [
         "## The whole optimize command at scale\n",
         "`python -m commopt -v optimize GRAPH -o OUT` in a subprocess on synthetic FSDP JSON "
         "graphs (`commopt.synth.graph_with_nodes`, analytical estimator, default pipeline, "
-        "every output written). Wall and CPU (user + system, its forked child's included) "
-        "seconds of the process; the main process's own peak resident memory (`VmHWM`, read "
-        "by the process at exit: `wait4`'s figure would start at this benchmark's own peak); "
-        f"and the peak of the memory the command uses in all its processes: from {FORK_MIN_NODES:,} nodes "
-        "a forked child renders the trace on the other core, sharing the parent's memory "
-        "copy-on-write, so the proportional set sizes (PSS: private pages plus a share of "
-        "shared ones) of the process and its children are summed, sampled every "
+        "every output written), at 100k nodes also with `--jobs 2` (from "
+        f"{FORK_MIN_NODES:,} nodes, forked children render the trace and the HTML report on "
+        "the other core). Wall and CPU (user + system, forked children included) seconds of "
+        "the process; the main process's own peak resident memory (`VmHWM`, read by the "
+        "process at exit: `wait4`'s figure would start at this benchmark's own peak); and the "
+        "peak of the memory the command uses in all its processes: a forked child shares the "
+        "parent's memory copy-on-write, so the proportional set sizes (PSS: private pages plus "
+        "a share of shared ones) of the process and its children are summed, sampled every "
         f"{SAMPLE_S} s. On this shared 2-core machine wall time includes waiting for a "
         "core: CPU seconds are what the command used."
         + ("" if 1_000_000 in sizes else " 1M nodes are not run by default (`BENCH_SCALE_1M=1`).")
         + "\n",
-        table(["nodes", "wall s", "CPU s", "peak RSS MiB", "peak PSS MiB, all processes", "result"],
-              whole),
+        table(["nodes", "jobs", "wall s", "CPU s", "peak RSS MiB", "peak PSS MiB, all processes",
+               "result"], whole),
         "\nEach stage's share of the wall time (the stage lines of `-v`; other: interpreter "
-        "start, imports, the footprint budget, robustness, summary and manifest). trace: "
-        "rendering the trace and packing the original order's buffers (in process below "
-        f"{FORK_MIN_NODES:,} nodes; from there only starting the forked child that does it "
-        "beside the plan and the runner); wait: waiting for that child to finish.\n",
-        table(["nodes", *(c for _, c in STAGES), "other"], shares),
+        "start, imports, the footprint budget, robustness, the HTML report, summary and "
+        "manifest). trace: rendering the trace and packing the original order's buffers (with "
+        "`--jobs 2` only starting the forked child that does it beside the plan and the "
+        "runner); wait: waiting for that child to finish.\n",
+        table(["nodes", "jobs", *(c for _, c in STAGES), "other"], shares),
         "\nEach output's size in MB.\n",
         table(["nodes", "graph", "plan", "runner", "report.html", "trace.json", "summary"], files),
         "\nThe runner: generating it (its stage), its size (and bytes per node: the step table "

@@ -64,6 +64,10 @@ from commopt.cli.progress import stage_progress
                    "program allows].")
 @click.option("--no-timings", is_flag=True,
               help="Leave wall times out of summary.json so re-runs are byte-identical.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Processes writing the outputs. With 2, a graph of 20,000 nodes or more has "
+                   "its trace and HTML report rendered on another core: faster, and about a "
+                   "fifth more memory (the child copies the pages it reads). Same files.")
 @estimator_options
 @group_options
 @format_option
@@ -74,7 +78,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
                  align: int | None, comm_buffers: str | None,
                  persistent_params: str | None, force: bool, solver: str | None, time_limit_s: float | None,
                  assume: tuple[str, ...],
-                 no_timings: bool,
+                 no_timings: bool, jobs: int,
                  groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str, **estimator_values) -> None:
     """Reorder GRAPH so communication overlaps with compute and write, into OUTPUT: the
     reordered graph (same format), buffer_plan.json, run_NAME.py, report.html, trace.json,
@@ -114,6 +118,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             assume=list(assume),
             timings=not no_timings,
             force=force,
+            jobs=jobs,
             progress=progress,
         )
     s = result.summary

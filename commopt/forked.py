@@ -9,8 +9,11 @@ prints nothing and reports back one small message (its result, or the exception 
 The parent copies the rendered bytes to their final place with the rest of the output set,
 in the same order and with the same crash safety as if it had rendered them itself.
 
-Where ``os.fork`` does not exist, or on a graph too small to gain from it, the work runs in
-this process when started, so the files are the same either way.
+It is asked for (``commopt optimize --jobs 2``): a child copies every memory page holding an
+object it reads (CPython writes reference counts into them), so at 100k nodes the command
+uses about a fifth more memory for a sixth less wall time (BENCHMARKS.md). Where ``os.fork``
+does not exist, or on a graph too small to gain from it, the work runs in this process when
+started, so the files are the same either way.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from typing import IO, Any
 FORK_MIN_NODES = 20_000
 
 
-def worth_forking(nodes: int) -> bool:
-    """Whether rendering beside this process pays off for a graph of ``nodes`` nodes."""
-    return hasattr(os, "fork") and nodes >= FORK_MIN_NODES
+def worth_forking(nodes: int, jobs: int) -> bool:
+    """Whether to render beside this process: asked for (``jobs`` >= 2 processes), possible,
+    and paying off for a graph of ``nodes`` nodes."""
+    return jobs >= 2 and hasattr(os, "fork") and nodes >= FORK_MIN_NODES
 
 
 def _scratch_dir(destination: Path) -> Path:

@@ -70,13 +70,14 @@ def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPU
 
 
 def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Progress,
-                   trace_beside: Path | None = None) -> tuple[Outputs, dict[str, RenderJob]]:
+                   trace_beside: Path | None = None,
+                   jobs: int = 1) -> tuple[Outputs, dict[str, RenderJob]]:
     """:func:`build_outputs`, and, when ``trace_beside`` (the output directory) is given, the
     jobs rendering ``trace.json`` and ``report.html`` by file name. The trace's starts as soon
     as the report is built (before the buffer plan and the runner; the report's footprint,
     shown by ``report.html`` only, is filled in after the runner) and also packs the original
-    order's buffers for the plan comparison; the page's starts at the end. On a large graph
-    both run in forked children (:mod:`commopt.forked`)."""
+    order's buffers for the plan comparison; the page's starts at the end. With ``jobs`` >= 2,
+    on a large graph, both run in forked children (:mod:`commopt.forked`)."""
     from commopt import atomic
     from commopt.buffers import compare_plans, plan_buffers
     from commopt.buffers.planner import DEFAULT_ALIGN_BYTES, original_arena_totals
@@ -111,7 +112,7 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
         return totals
 
     job = None
-    fork = worth_forking(len(g))
+    fork = worth_forking(len(g), jobs)
     if trace_beside is not None:
         with progress.stage("trace and original-order plan" + (", forked" if fork else "")):
             job = RenderJob(trace_and_original_totals, trace_beside, fork=fork)
@@ -160,18 +161,20 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
 def build_and_write_outputs(result: OptimizeResult, options: OutputOptions,
                             output_dir: str | os.PathLike[str], *,
                             inputs: Iterable[tuple[str, PathLike | None]] = (),
-                            force: bool = False,
+                            force: bool = False, jobs: int = 1,
                             progress: Progress = SILENT) -> tuple[Outputs, tuple[Path, ...]]:
-    """:func:`build_outputs` then :func:`write_outputs`, the same files byte for byte; on a
-    large graph the Chrome trace (and the original order's buffer packing) is rendered by a
-    forked child on the other core while this process plans the buffers and generates the
-    runner (:mod:`commopt.forked`)."""
-    outputs, jobs = _build_outputs(result, options, progress, trace_beside=Path(output_dir))
+    """:func:`build_outputs` then :func:`write_outputs`, the same files byte for byte. With
+    ``jobs`` >= 2, on a large graph, the Chrome trace (and the original order's buffer
+    packing) is rendered by a forked child on another core while this process plans the
+    buffers and generates the runner, and ``report.html`` by another while it writes them
+    (:mod:`commopt.forked`)."""
+    outputs, rendering = _build_outputs(result, options, progress, trace_beside=Path(output_dir),
+                                        jobs=jobs)
     try:
         written = write_outputs(result, outputs, output_dir, inputs=inputs, force=force,
-                                progress=progress, rendered=jobs)
+                                progress=progress, rendered=rendering)
     finally:
-        for job in jobs.values():
+        for job in rendering.values():
             job.cancel()
     return outputs, written
 

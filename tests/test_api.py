@@ -203,3 +203,14 @@ def test_a_compute_slowdown_is_in_every_number_of_the_run(tmp_path):
     assert r.report.after.makespan_us == s.after.makespan_us
     worst = makespan_range(r.graph, r.order, r.durations_us, compute_slowdown=1.4).worst_us
     assert s.robustness.after_max_us == worst
+
+
+@pytest.mark.parametrize("jobs", [0, -1, 1.5, True])
+def test_jobs_must_be_a_whole_number_of_processes(tmp_path, jobs):
+    from commopt.errors import OptionError
+    from commopt.synth import fsdp_tp_stack
+
+    with pytest.raises(OptionError, match="jobs must be a whole number >= 1"):
+        commopt.optimize(fsdp_tp_stack(1, dp=2, tp=1, hidden=64, tokens=32), output_dir=tmp_path,
+                         jobs=jobs)
+    assert not any(tmp_path.iterdir())

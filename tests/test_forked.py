@@ -85,6 +85,7 @@ def test_cancel_stops_and_reaps_a_child_still_rendering(tmp_path):
     assert job._pid is None
 
 
-def test_small_graphs_are_rendered_in_process():
-    assert not worth_forking(1_000)
-    assert worth_forking(10**6)
+def test_only_asked_for_and_only_on_large_graphs():
+    assert not worth_forking(10**6, jobs=1)
+    assert not worth_forking(1_000, jobs=2)
+    assert worth_forking(10**6, jobs=2)

@@ -220,7 +220,7 @@ def test_a_trace_rendered_by_a_forked_child_is_the_same_file(tmp_path, monkeypat
     graph = CORPUS / "ws8" / "llama_fsdp.pt2"
     in_process = commopt.optimize(graph, output_dir=tmp_path / "a", timings=False)
     monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
-    forked = commopt.optimize(graph, output_dir=tmp_path / "b", timings=False)
+    forked = commopt.optimize(graph, output_dir=tmp_path / "b", timings=False, jobs=2)
     assert [p.name for p in forked.written] == [p.name for p in in_process.written]
     assert _listing(tmp_path / "b") == _listing(tmp_path / "a")
     assert forked.outputs.report == in_process.outputs.report
@@ -236,6 +236,6 @@ def test_a_forked_render_that_fails_leaves_no_manifest_and_no_trace(tmp_path, mo
     monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
     monkeypatch.setattr(trace, "trace_chunks", broken)
     with pytest.raises(OutputError, match=r"trace.json: cannot write: No space left on device"):
-        commopt.optimize(_small("small"), output_dir=tmp_path, timings=False)
+        commopt.optimize(_small("small"), output_dir=tmp_path, timings=False, jobs=2)
     assert not (tmp_path / "trace.json").exists() and not (tmp_path / MANIFEST_FILE).exists()
     assert not any(is_temp_file(p.name) for p in tmp_path.iterdir())

@@ -51,6 +51,26 @@ def test_no_timings_reruns_are_byte_identical(graph_file: Path, tmp_path: Path):
     assert json.loads((tmp_path / "a" / "summary.json").read_text())["optimizer_seconds"] is None
 
 
+def test_jobs_2_writes_the_same_files_with_forked_renderers(graph_file: Path, tmp_path: Path,
+                                                           monkeypatch):
+    monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)  # this small graph forks too
+    for d, jobs in (("a", "1"), ("b", "2")):
+        assert _run(["-q", "optimize", str(graph_file), "-o", str(tmp_path / d), "--no-timings",
+                     "--jobs", jobs]) == 0
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "b").iterdir())
+    for name in names:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two"])
+def test_jobs_below_one_is_one_line_exit_2(graph_file: Path, tmp_path: Path, capsys, value):
+    assert _run(["optimize", str(graph_file), "-o", str(tmp_path / "o"), f"--jobs={value}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--jobs" in err[0]
+    assert not (tmp_path / "o").exists()
+
+
 def test_passes_option_selects_the_pipeline(graph_file: Path, tmp_path: Path):
     assert _run(["optimize", str(graph_file), "-o", str(tmp_path / "o"), "--passes", "sink-waits"]) == 0
     summary = Summary.model_validate_json((tmp_path / "o" / "summary.json").read_text())
