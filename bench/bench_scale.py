@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 STAGES = [("load", "load"), ("estimate", "estimate"), ("passes", "passes"),
           ("plan buffers", "plan"), ("generate runner", "runner"), ("build report", "report"),
           ("trace and original-order plan", "trace"), ("wait for the forked trace", "wait"),
-          ("write graph", "write graph"), ("write reports", "write reports")]
+          ("render report.html", "html"), ("write graph", "write graph"),
+          ("write reports", "write reports")]
 _STAGE_LINE = re.compile(r"^(?P<name>[^:\n]+): (?P<seconds>\d+\.\d+) s$", re.M)
 
 
@@ -320,10 +321,11 @@ def run(quick: bool) -> str:
         table(["nodes", "jobs", "wall s", "CPU s", "peak RSS MiB", "peak PSS MiB, all processes",
                "result"], whole),
         "\nEach stage's share of the wall time (the stage lines of `-v`; other: interpreter "
-        "start, imports, the footprint budget, robustness, the HTML report, summary and "
-        "manifest). trace: rendering the trace and packing the original order's buffers (with "
+        "start, imports, the footprint budget, robustness, summary and manifest). trace: rendering the trace and packing the original order's buffers (with "
         "`--jobs 2` only starting the forked child that does it beside the plan and the "
-        "runner); wait: waiting for that child to finish.\n",
+        "runner); wait: waiting for that child to finish; html: rendering report.html (with "
+        "`--jobs 2` starting the child that does it while the files are written); write "
+        "reports: copying both into place.\n",
         table(["nodes", "jobs", *(c for _, c in STAGES), "other"], shares),
         "\nEach output's size in MB.\n",
         table(["nodes", "graph", "plan", "runner", "report.html", "trace.json", "summary"], files),

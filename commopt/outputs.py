@@ -88,34 +88,39 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
     g0 = result.before_graph
     order = list(result.order)
     align = DEFAULT_ALIGN_BYTES if options.align is None else options.align
-    with progress.stage("build report"):
-        report = build_report(
-            g, g0.original_order, order, list(result.durations_us),
-            before_graph=g0, before_durations_us=result.before_durations_us,
-            estimator_name=result.estimator,
-            before_sim=result.pipeline.initial, after_sim=result.pipeline.final,
-            memory_budget_bytes=result.summary.memory_budget_bytes, notes=result.summary.notes,
-            certificate=result.summary.certificate,
-            data_dependent=result.summary.data_dependent,
-            robustness=result.summary.robustness,
-        )
+    def built_report() -> OverlapReport:
+        with progress.stage("build report"):
+            return build_report(
+                g, g0.original_order, order, list(result.durations_us),
+                before_graph=g0, before_durations_us=result.before_durations_us,
+                estimator_name=result.estimator,
+                before_sim=result.pipeline.initial, after_sim=result.pipeline.final,
+                memory_budget_bytes=result.summary.memory_budget_bytes, notes=result.summary.notes,
+                certificate=result.summary.certificate,
+                data_dependent=result.summary.data_dependent,
+                robustness=result.summary.robustness,
+            )
 
     def original_totals() -> tuple[int, int]:
         return original_arena_totals(g0, g0.original_order, align=align,
                                      collective_types=options.comm_buffers,
                                      persistent_params=options.persistent_params)
 
-    def trace_and_original_totals(fh: IO[bytes]) -> tuple[int, int]:
-        totals = original_totals()
-        with atomic.write_errors(trace_beside / TRACE_FILE):  # e.g. the disk filled up
-            _render_trace(report, fh)
-        return totals
+    def trace_job(report: OverlapReport) -> RenderJob:
+        def trace_and_original_totals(fh: IO[bytes]) -> tuple[int, int]:
+            totals = original_totals()
+            with atomic.write_errors(trace_beside / TRACE_FILE):  # e.g. the disk filled up
+                _render_trace(report, fh)
+            return totals
 
-    job = None
-    fork = worth_forking(len(g), jobs)
-    if trace_beside is not None:
         with progress.stage("trace and original-order plan" + (", forked" if fork else "")):
-            job = RenderJob(trace_and_original_totals, trace_beside, fork=fork)
+            return RenderJob(trace_and_original_totals, trace_beside, fork=fork)
+
+    fork = worth_forking(len(g), jobs)
+    # forking: the child starts as early as it can; in one process the report comes after the
+    # runner, whose temporaries are gone by then (a lower peak)
+    report = built_report() if fork else None
+    job = trace_job(report) if fork and trace_beside is not None else None
     try:
         with progress.stage("plan buffers"):
             plan = plan_buffers(g, order, align=align, collective_types=options.comm_buffers,
@@ -124,6 +129,10 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
         with progress.stage("generate runner"):
             runner_name, runner_source, note, predicted = _runner(g, order, plan)
         notes.append(note)
+        if report is None:
+            report = built_report()
+        if job is None and trace_beside is not None:
+            job = trace_job(report)
         if job is None:
             with progress.stage("plan buffers (original order)"):
                 totals = original_totals()
@@ -147,8 +156,9 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
         report = report.model_copy(update={"footprint": footprint})
     jobs = {} if job is None else {TRACE_FILE: job}
     if trace_beside is not None:  # the page is rendered while the other files are written
-        jobs[REPORT_HTML] = RenderJob(lambda fh: _render_html(report, fh, trace_beside / REPORT_HTML),
-                                      trace_beside, fork=fork)
+        with progress.stage("render report.html" + (", forked" if fork else "")):
+            jobs[REPORT_HTML] = RenderJob(lambda fh: _render_html(report, fh, trace_beside / REPORT_HTML),
+                                          trace_beside, fork=fork)
     files = [result.summary.output, PLAN_FILE, *([runner_name] if runner_name else []),
              REPORT_HTML, TRACE_FILE, SUMMARY_FILE]
     summary = result.summary.model_copy(deep=True, update={
