@@ -73,11 +73,11 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
                    trace_beside: Path | None = None,
                    jobs: int = 1) -> tuple[Outputs, dict[str, RenderJob]]:
     """:func:`build_outputs`, and, when ``trace_beside`` (the output directory) is given, the
-    jobs rendering ``trace.json`` and ``report.html`` by file name. The trace's starts as soon
-    as the report is built (before the buffer plan and the runner; the report's footprint,
-    shown by ``report.html`` only, is filled in after the runner) and also packs the original
-    order's buffers for the plan comparison; the page's starts at the end. With ``jobs`` >= 2,
-    on a large graph, both run in forked children (:mod:`commopt.forked`)."""
+    jobs rendering ``trace.json`` and ``report.html`` by file name. The trace's job also packs
+    the original order's buffers for the plan comparison; the page's starts at the end. With
+    ``jobs`` >= 2, on a large graph, both run in forked children (:mod:`commopt.forked`), and
+    the trace's starts as soon as the report is built, before the buffer plan and the runner
+    (the report's footprint, shown by ``report.html`` only, is filled in after the runner)."""
     from commopt import atomic
     from commopt.buffers import compare_plans, plan_buffers
     from commopt.buffers.planner import DEFAULT_ALIGN_BYTES, original_arena_totals
@@ -88,6 +88,7 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
     g0 = result.before_graph
     order = list(result.order)
     align = DEFAULT_ALIGN_BYTES if options.align is None else options.align
+
     def built_report() -> OverlapReport:
         with progress.stage("build report"):
             return build_report(
@@ -120,7 +121,9 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
     # forking: the child starts as early as it can; in one process the report comes after the
     # runner, whose temporaries are gone by then (a lower peak)
     report = built_report() if fork else None
-    job = trace_job(report) if fork and trace_beside is not None else None
+    rendering: dict[str, RenderJob] = {}
+    if fork and trace_beside is not None:
+        rendering[TRACE_FILE] = trace_job(report)
     try:
         with progress.stage("plan buffers"):
             plan = plan_buffers(g, order, align=align, collective_types=options.comm_buffers,
@@ -131,41 +134,41 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
         notes.append(note)
         if report is None:
             report = built_report()
-        if job is None and trace_beside is not None:
-            job = trace_job(report)
-        if job is None:
+        if trace_beside is not None and TRACE_FILE not in rendering:
+            rendering[TRACE_FILE] = trace_job(report)
+        if trace_beside is None:
             with progress.stage("plan buffers (original order)"):
                 totals = original_totals()
         else:
             with progress.stage("wait for the forked trace") if fork else contextlib.nullcontext():
-                totals = job.value()
+                totals = rendering[TRACE_FILE].value()
         with progress.stage("plan buffers (comparison)"):
             comparison = compare_plans(g, g0.original_order, order, align=align,
                                        collective_types=options.comm_buffers, new_plan=plan,
                                        persistent_params=options.persistent_params,
                                        original_graph=g0, original_totals=totals)
+        footprint = result.summary.footprint
+        if footprint is not None and predicted is not None:  # the runner's exact figure
+            footprint = footprint.model_copy(update={"after_bytes": predicted,
+                                                     "arena_after_bytes": plan.totals.arena_bytes})
+        if footprint is not None:
+            report = report.model_copy(update={"footprint": footprint})
+        if trace_beside is not None:  # the page is rendered while the other files are written
+            with progress.stage("render report.html" + (", forked" if fork else "")):
+                rendering[REPORT_HTML] = RenderJob(
+                    lambda fh: _render_html(report, fh, trace_beside / REPORT_HTML), trace_beside,
+                    fork=fork)
     except BaseException:
-        if job is not None:
+        for job in rendering.values():
             job.cancel()
         raise
-    footprint = result.summary.footprint
-    if footprint is not None and predicted is not None:  # the runner's exact figure
-        footprint = footprint.model_copy(update={"after_bytes": predicted,
-                                                 "arena_after_bytes": plan.totals.arena_bytes})
-    if footprint is not None:
-        report = report.model_copy(update={"footprint": footprint})
-    jobs = {} if job is None else {TRACE_FILE: job}
-    if trace_beside is not None:  # the page is rendered while the other files are written
-        with progress.stage("render report.html" + (", forked" if fork else "")):
-            jobs[REPORT_HTML] = RenderJob(lambda fh: _render_html(report, fh, trace_beside / REPORT_HTML),
-                                          trace_beside, fork=fork)
     files = [result.summary.output, PLAN_FILE, *([runner_name] if runner_name else []),
              REPORT_HTML, TRACE_FILE, SUMMARY_FILE]
     summary = result.summary.model_copy(deep=True, update={
         "buffer_plan": comparison, "notes": notes, "outputs": files, "footprint": footprint})
     outputs = Outputs(summary=summary, graph_file=result.summary.output, plan=plan,
                       runner_name=runner_name, runner_source=runner_source, report=report)
-    return outputs, jobs
+    return outputs, rendering
 
 
 def build_and_write_outputs(result: OptimizeResult, options: OutputOptions,
