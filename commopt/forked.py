@@ -60,17 +60,14 @@ class RenderJob:
         self._pid: int | None = None
         self._pipe: int | None = None
         self._outcome: tuple[bool, Any] | None = None
-        if not fork:
+        forked = _fork_with_pipe() if fork else None
+        if forked is None:
             try:
                 self._outcome = (True, render(self._file))
             except BaseException as exc:  # raised again when asked for, as a child's would be
                 self._outcome = (False, exc)
             return
-        read_end, write_end = os.pipe()
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()  # nothing buffered is inherited twice
-        pid = os.fork()
+        pid, read_end, write_end = forked
         if pid == 0:  # the child: render, report, and leave without any of the parent's teardown
             os.close(read_end)
             _run_child(render, self._file, write_end)
@@ -126,6 +123,22 @@ class RenderJob:
     def close(self) -> None:
         """Drop the temporary file (its bytes vanish with it)."""
         self._file.close()
+
+
+def _fork_with_pipe() -> tuple[int, int, int] | None:
+    """``(os.fork(), read end, write end)`` of a pipe for the child's report; None when the
+    system refuses a new process (at its process or memory limit): the file is then rendered
+    in this process, which gives the same bytes."""
+    read_end, write_end = os.pipe()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()  # nothing buffered is inherited twice
+    try:
+        return os.fork(), read_end, write_end
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return None
 
 
 def _run_child(render: Callable[[IO[bytes]], Any], fh: IO[bytes], pipe: int) -> None:

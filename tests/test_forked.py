@@ -89,3 +89,13 @@ def test_only_asked_for_and_only_on_large_graphs():
     assert not worth_forking(10**6, jobs=1)
     assert not worth_forking(1_000, jobs=2)
     assert worth_forking(10**6, jobs=2)
+
+
+def test_a_refused_fork_renders_in_process(tmp_path, monkeypatch):
+    def refused():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refused)
+    job = RenderJob(_hello, tmp_path, fork=True)
+    assert job._pid is None and job.value() == {"lines": 3}
+    assert job.file().read().startswith(b"hello world")
