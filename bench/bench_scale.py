@@ -321,11 +321,11 @@ def run(quick: bool) -> str:
         table(["nodes", "jobs", "wall s", "CPU s", "peak RSS MiB", "peak PSS MiB, all processes",
                "result"], whole),
         "\nEach stage's share of the wall time (the stage lines of `-v`; other: interpreter "
-        "start, imports, the footprint budget, robustness, summary and manifest). trace: rendering the trace and packing the original order's buffers (with "
-        "`--jobs 2` only starting the forked child that does it beside the plan and the "
-        "runner); wait: waiting for that child to finish; html: rendering report.html (with "
-        "`--jobs 2` starting the child that does it while the files are written); write "
-        "reports: copying both into place.\n",
+        "start, imports, the footprint budget, robustness, summary and manifest). With `--jobs 2`, trace: starting the forked child that renders the trace and packs "
+        "the original order's buffers beside the plan and the runner; wait: waiting for it; "
+        "html: starting the child that renders report.html while the files are written; write "
+        "reports: copying both into place. With one process, plan includes the original "
+        "order's packing and write reports the rendering of both files.\n",
         table(["nodes", "jobs", *(c for _, c in STAGES), "other"], shares),
         "\nEach output's size in MB.\n",
         table(["nodes", "graph", "plan", "runner", "report.html", "trace.json", "summary"], files),

@@ -70,14 +70,16 @@ def build_outputs(result: OptimizeResult, options: OutputOptions = DEFAULT_OUTPU
 
 
 def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Progress,
-                   trace_beside: Path | None = None,
+                   output_dir: Path | None = None,
                    jobs: int = 1) -> tuple[Outputs, dict[str, RenderJob]]:
-    """:func:`build_outputs`, and, when ``trace_beside`` (the output directory) is given, the
-    jobs rendering ``trace.json`` and ``report.html`` by file name. The trace's job also packs
-    the original order's buffers for the plan comparison; the page's starts at the end. With
-    ``jobs`` >= 2, on a large graph, both run in forked children (:mod:`commopt.forked`), and
-    the trace's starts as soon as the report is built, before the buffer plan and the runner
-    (the report's footprint, shown by ``report.html`` only, is filled in after the runner)."""
+    """:func:`build_outputs`, and the jobs rendering ``trace.json`` and ``report.html`` (by
+    file name) in forked children when there are any: with ``output_dir`` given, ``jobs`` >= 2
+    and a large graph (:func:`commopt.forked.worth_forking`). The trace's child starts as soon
+    as the report is built, before the buffer plan and the runner (the report's footprint,
+    shown by ``report.html`` only, is filled in after the runner), and also packs the original
+    order's buffers for the plan comparison; the page's starts at the end. Without children
+    the report comes after the runner, whose temporaries are gone by then (a lower peak), and
+    :func:`write_outputs` renders both files itself."""
     from commopt import atomic
     from commopt.buffers import compare_plans, plan_buffers
     from commopt.buffers.planner import DEFAULT_ALIGN_BYTES, original_arena_totals
@@ -89,7 +91,7 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
     order = list(result.order)
     align = DEFAULT_ALIGN_BYTES if options.align is None else options.align
 
-    def built_report() -> OverlapReport:
+    def built_report(footprint=None) -> OverlapReport:
         with progress.stage("build report"):
             return build_report(
                 g, g0.original_order, order, list(result.durations_us),
@@ -99,7 +101,7 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
                 memory_budget_bytes=result.summary.memory_budget_bytes, notes=result.summary.notes,
                 certificate=result.summary.certificate,
                 data_dependent=result.summary.data_dependent,
-                robustness=result.summary.robustness,
+                footprint=footprint, robustness=result.summary.robustness,
             )
 
     def original_totals() -> tuple[int, int]:
@@ -107,23 +109,19 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
                                      collective_types=options.comm_buffers,
                                      persistent_params=options.persistent_params)
 
-    def trace_job(report: OverlapReport) -> RenderJob:
+    rendering: dict[str, RenderJob] = {}
+    report = None
+    if output_dir is not None and worth_forking(len(g), jobs):
+        report = built_report()
+
         def trace_and_original_totals(fh: IO[bytes]) -> tuple[int, int]:
             totals = original_totals()
-            with atomic.write_errors(trace_beside / TRACE_FILE):  # e.g. the disk filled up
+            with atomic.write_errors(output_dir / TRACE_FILE):  # e.g. the disk filled up
                 _render_trace(report, fh)
             return totals
 
-        with progress.stage("trace and original-order plan" + (", forked" if fork else "")):
-            return RenderJob(trace_and_original_totals, trace_beside, fork=fork)
-
-    fork = worth_forking(len(g), jobs)
-    # forking: the child starts as early as it can; in one process the report comes after the
-    # runner, whose temporaries are gone by then (a lower peak)
-    report = built_report() if fork else None
-    rendering: dict[str, RenderJob] = {}
-    if fork and trace_beside is not None:
-        rendering[TRACE_FILE] = trace_job(report)
+        with progress.stage("trace and original-order plan (forked)"):
+            rendering[TRACE_FILE] = RenderJob(trace_and_original_totals, output_dir, fork=True)
     try:
         with progress.stage("plan buffers"):
             plan = plan_buffers(g, order, align=align, collective_types=options.comm_buffers,
@@ -132,16 +130,12 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
         with progress.stage("generate runner"):
             runner_name, runner_source, note, predicted = _runner(g, order, plan)
         notes.append(note)
-        if report is None:
-            report = built_report()
-        if trace_beside is not None and TRACE_FILE not in rendering:
-            rendering[TRACE_FILE] = trace_job(report)
-        if trace_beside is None:
+        if rendering:
+            with progress.stage("wait for the forked trace"):
+                totals = rendering[TRACE_FILE].value()
+        else:
             with progress.stage("plan buffers (original order)"):
                 totals = original_totals()
-        else:
-            with progress.stage("wait for the forked trace") if fork else contextlib.nullcontext():
-                totals = rendering[TRACE_FILE].value()
         with progress.stage("plan buffers (comparison)"):
             comparison = compare_plans(g, g0.original_order, order, align=align,
                                        collective_types=options.comm_buffers, new_plan=plan,
@@ -151,13 +145,15 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
         if footprint is not None and predicted is not None:  # the runner's exact figure
             footprint = footprint.model_copy(update={"after_bytes": predicted,
                                                      "arena_after_bytes": plan.totals.arena_bytes})
-        if footprint is not None:
+        if report is None:
+            report = built_report(footprint)
+        elif footprint is not None:  # built before the runner, for the forked trace
             report = report.model_copy(update={"footprint": footprint})
-        if trace_beside is not None:  # the page is rendered while the other files are written
-            with progress.stage("render report.html" + (", forked" if fork else "")):
+        if rendering:  # the page is rendered while the other files are written
+            with progress.stage("render report.html (forked)"):
                 rendering[REPORT_HTML] = RenderJob(
-                    lambda fh: _render_html(report, fh, trace_beside / REPORT_HTML), trace_beside,
-                    fork=fork)
+                    lambda fh: _render_html(report, fh, output_dir / REPORT_HTML), output_dir,
+                    fork=True)
     except BaseException:
         for job in rendering.values():
             job.cancel()
@@ -181,7 +177,7 @@ def build_and_write_outputs(result: OptimizeResult, options: OutputOptions,
     packing) is rendered by a forked child on another core while this process plans the
     buffers and generates the runner, and ``report.html`` by another while it writes them
     (:mod:`commopt.forked`)."""
-    outputs, rendering = _build_outputs(result, options, progress, trace_beside=Path(output_dir),
+    outputs, rendering = _build_outputs(result, options, progress, output_dir=Path(output_dir),
                                         jobs=jobs)
     try:
         written = write_outputs(result, outputs, output_dir, inputs=inputs, force=force,
