@@ -203,63 +203,40 @@ def _measure_run(graph: Path, n: int, out: Path, env: dict[str, str], jobs: int)
 HOST_GRAPHS = ["llama_tp_L8", "llama_fsdp"]
 
 
-def _exported_step_us(rank: int, world: int, path: str, iters: int,
-                      warmup: int) -> tuple[float, float]:
-    """Median microseconds of one call of the archive's graph module on this gloo rank, wall
-    and this thread's CPU time (``run_gloo`` body; the test harness's loader, the archive's
-    example inputs)."""
-    import statistics
-
-    import torch
-    import torch.distributed as dist
-
-    from tests.distributed import flat_inputs, read_groups_record, recreate_groups, rename_groups
-
-    mapping = recreate_groups(read_groups_record(path))
-    ep = torch.export.load(path)
-    gm, inputs = rename_groups(ep, mapping), flat_inputs(ep)
-    times, cpu = [], []
-    with torch.no_grad():
-        for k in range(warmup + iters):
-            dist.barrier()
-            t0, c0 = time.perf_counter(), time.thread_time()
-            gm(*inputs)
-            if k >= warmup:
-                times.append((time.perf_counter() - t0) * 1e6)
-                cpu.append((time.thread_time() - c0) * 1e6)
-    return statistics.median(times), statistics.median(cpu)
-
-
-def _host_rows(tmp: Path, env: dict[str, str], iters: int = 30, warmup: int = 5) -> list[list[object]]:
-    """Per corpus graph: the generated runner's median step (torchrun, gloo, optimized order
-    on its arenas) against the exported module's (same ranks, the archive's inputs)."""
+def _host_rows(tmp: Path, env: dict[str, str], iters: int = 40, warmup: int = 5) -> list[list[object]]:
+    """Per corpus graph: host time per step of the generated runner (optimized order on its
+    arenas) against the exported module's (under no_grad, and under inference mode), timed
+    alternately in the same gloo ranks (bench/host_step.py): slowest rank's medians."""
     from commopt.api import optimize
-    from tests.distributed import run_gloo
 
     rows: list[list[object]] = []
     for name in HOST_GRAPHS:
         path = ROOT / "sample_graphs" / "corpus" / "ws2" / f"{name}.pt2"
         out = tmp / f"host_{name}"
         result = optimize(path, output_dir=out, timings=False)
-        script = out / result.outputs.runner_name
         world = result.graph.world_size or 2
         res = tmp / f"host_{name}.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world),
-               "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", str(script),
-               "--backend", "gloo", "--iters", str(iters), "--warmup", str(warmup), "--out", str(res)]
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0",
+               str(ROOT / "bench" / "host_step.py"), str(out / result.outputs.runner_name), str(path),
+               str(iters), str(warmup), str(res)]
         proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=900)
-        result_doc = json.loads(res.read_text(encoding="utf-8")) if proc.returncode == 0 else None
-        runner_us = (result_doc["median_us"] if result_doc
-                     else "failed: " + proc.stderr.strip()[-80:])
-        runner_cpu = result_doc.get("host_cpu_median_us") if result_doc else None
-        exported = run_gloo(_exported_step_us, world, str(path), iters, warmup)
-        exported_us, exported_cpu = max(w for w, _ in exported), max(c for _, c in exported)
-        rows.append([name, len(result.graph), world,
-                     f"{runner_us:.0f}" if isinstance(runner_us, float) else runner_us,
-                     f"{exported_us:.0f}",
-                     f"{exported_us / runner_us:.2f}" if isinstance(runner_us, float) else "-",
-                     f"{runner_cpu:.0f}" if runner_cpu else "-", f"{exported_cpu:.0f}",
-                     f"{exported_cpu / runner_cpu:.2f}" if runner_cpu else "-"])
+        if proc.returncode != 0:
+            rows.append([name, len(result.graph), world, "failed: " + proc.stderr.strip()[-80:]]
+                        + ["-"] * 6)
+            continue
+        ranks = json.loads(res.read_text(encoding="utf-8"))
+
+        def slowest(program: str, field: str) -> float:
+            return max(rank[program][field] for rank in ranks)
+
+        runner_cpu = slowest("runner", "cpu_us")
+        rows.append([name, len(result.graph), world, f"{slowest('runner', 'wall_us'):.0f}",
+                     f"{slowest('exported', 'wall_us'):.0f}", f"{runner_cpu:.0f}",
+                     f"{slowest('exported', 'cpu_us'):.0f}",
+                     f"{slowest('exported', 'cpu_us') / runner_cpu:.2f}",
+                     f"{slowest('exported_inference', 'cpu_us'):.0f}",
+                     f"{slowest('exported_inference', 'cpu_us') / runner_cpu:.2f}"])
     return rows
 
 
@@ -334,14 +311,19 @@ def run(quick: bool) -> str:
         "interpreter (compile and module body, torch already imported), in seconds.\n",
         table(["nodes", "generate s", "script MB", "bytes / node", "import s"], runner),
         "\nHost time per step: corpus graphs with tiny tensors (hidden 64, sequence 16) on gloo "
-        "ranks of this CPU machine, median microseconds per step (slowest rank): the generated "
-        "runner (commopt's order on its arenas, `--iters 30`) against "
-        "`torch.export.load(...)`'s graph module called with the archive's example inputs "
-        "(original order, fresh tensors). Both include the collectives. Wall time includes "
-        "waiting for the peer rank's collectives (on this shared machine, most of the step and "
-        "most of its noise); host CPU is the main thread's CPU time per step (`thread_time`), "
-        "the host's own share.\n",
-        table(["graph", "nodes", "ranks", "runner us", "exported us", "exported / runner",
-               "runner host CPU us", "exported host CPU us", "exported / runner CPU"], host),
+        "ranks of this CPU machine, median microseconds per step (slowest rank), the programs "
+        "alternating step by step in the same ranks so they see the same load "
+        "(`bench/host_step.py`): the generated runner (commopt's order on its arenas; its step "
+        "runs in inference mode) against `torch.export.load(...)`'s graph module called with "
+        "the archive's example inputs (original order, fresh tensors) under `torch.no_grad()`, "
+        "as a user calls it, and under `torch.inference_mode()`. All include the collectives "
+        "(the runner calls the process groups' own methods; the exported module, torch's "
+        "functional collectives). Wall time includes waiting for the peer rank's collectives (on "
+        "this shared machine, most of the step and most of its noise); host CPU is the main "
+        "thread's CPU time per step (`thread_time`), the host's own share; a ratio above 1 means "
+        "the runner costs the host less.\n",
+        table(["graph", "nodes", "ranks", "runner wall us", "exported wall us",
+               "runner CPU us", "exported CPU us", "exported / runner CPU",
+               "exported inference-mode CPU us", "inference-mode / runner CPU"], host),
     ]
     return "\n".join(parts) + "\n"
