@@ -6,8 +6,9 @@ positions in the order:
 
 - input: from the collective's issue (the runner copies the value in then) to its last wait,
   since the collective may read its input until then; when the producer writes straight into
-  the buffer (zero-copy), from the node that allocates the value's storage (its storage root,
-  through views; position 0 for a graph input);
+  the buffer (zero-copy: the value is the producer's result, or a view of it that keeps its
+  bytes in order, :func:`commopt.ir.layout.same_bytes_root`), from the node that allocates the
+  value's storage (its storage root, through views; position 0 for a graph input);
 - output: from the collective's issue to the last use of the result through any alias (views,
   getitems, waits), and at least to the last wait;
 - inout: from the issue (from the storage's allocation when zero-copy) to the last use of any
@@ -37,6 +38,7 @@ from commopt.buffers.shared import shared_reads
 from commopt.errors import GraphError, OptionError, suggest
 from commopt.ir.args import iter_refs
 from commopt.ir.graph import COLLECTIVE_TYPES, CollectiveInfo, Graph, Node, NodeKind, TensorMeta
+from commopt.ir.layout import same_bytes_root
 from commopt.ir.op_registry import overload_names
 from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import has_data_dependent_output
@@ -227,7 +229,8 @@ def _sites(graph: Graph) -> _Sites:
             meta, root = nodes[i].outputs[0], keys[i][0]
             reads.append(_Read(k, i, root, meta, meta.padded_nbytes, meta.nbytes,
                                nodes[root].kind is NodeKind.INPUT,
-                               i == root and _may_write_in_place(nodes[i])))
+                               _may_write_in_place(nodes[root])
+                               and (i == root or same_bytes_root(graph, i) == root)))
         outputs = tuple(None if has_data_dependent_output(node, k) else (m, m.padded_nbytes, m.nbytes)
                         for k, m in enumerate(node.outputs))
         sites.append(_Site(c, node.collective, tuple(graph.waits_of(c)), tuple(reads), outputs))

@@ -30,15 +30,9 @@ from dataclasses import dataclass
 
 from commopt.errors import OptionError, suggest
 from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.layout import RESHAPING_VIEWS
 from commopt.ir.sizes import has_data_dependent_output
 
-#: Views that keep every element in place (a contiguous tensor stays the same bytes): the
-#: only ones allowed between a parameter and the all_gather reading its slot.
-RESHAPING_VIEWS = frozenset({
-    "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
-    "aten.alias.default", "aten.flatten.using_ints", "aten.unflatten.int",
-    "aten.squeeze.default", "aten.squeeze.dim", "aten.squeeze.dims", "aten.unsqueeze.default",
-})
 
 #: The only collective whose input a persistent slot holds: it reads the slot and writes
 #: elsewhere (an in-place collective would overwrite the parameter).

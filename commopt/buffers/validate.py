@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from commopt.buffers.digest import order_digest, plan_digest
 from commopt.ir.args import iter_refs
 from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.layout import same_bytes_root
 from commopt.ir.sizes import has_data_dependent_output
 from commopt.schemas.buffer_plan import BufferPlan, PlannedBuffer
 
@@ -138,8 +139,8 @@ def _compare(where: str, group: str, buf: PlannedBuffer, exp: _Expected) -> list
         out.append(f"{where}: lifetime {buf.first}-{buf.last} does not cover the needed "
                    f"{need_first}-{exp.last}")
     if buf.zero_copy and (exp.value_root_is_input or exp.value_is_view or exp.value_last_use > exp.last):
-        out.append(f"{where}: marked zero-copy but its value is a graph input, a view, or read after "
-                   f"the buffer's lifetime")
+        out.append(f"{where}: marked zero-copy but its value is a graph input, a view that moves "
+                   f"bytes, or read after the buffer's lifetime")
     return out
 
 
@@ -376,7 +377,7 @@ def _expected_buffers(graph: Graph, order: Sequence[int], types: set[str] | None
             meta = nodes[i].outputs[0]
             out[f"{node.name}:{role}{k}"] = _Expected(
                 info.group, meta.padded_nbytes, first, last,
-                root_is_input, i != root, last_touch(root, ti),
+                root_is_input, i != root and same_bytes_root(graph, i) != root, last_touch(root, ti),
                 _exact(node.name, info.type, "inout" if info.in_place else "input", k,
                        nodes[i].name, nodes[root].name, meta),
                 issue=pos[c],

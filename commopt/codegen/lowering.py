@@ -30,6 +30,7 @@ from commopt.errors import GraphError
 from commopt.ir import validate
 from commopt.ir.args import Symbol, collect_refs
 from commopt.ir.graph import DTYPE_BYTES, Graph, Node, NodeKind, Ref, TensorMeta
+from commopt.ir.layout import same_bytes_root
 from commopt.ir.sizes import has_data_dependent_output
 
 #: Keys of the one-key objects inside arguments: a node's value, and values JSON cannot spell.
@@ -118,7 +119,7 @@ class Lowering:
         self.zero_copy = 0
         self.persistent_reads = 0  # collective tensors read from a persistent parameter slot
         self.runtime_sized: list[str] = []  # collectives whose output is sized when run
-        self.targets: dict[int, tuple[str, WriteMode]] = {}
+        self.targets: dict[int, tuple[str, WriteMode, tuple[int, ...] | None]] = {}
         self.written_slots: set[str] = set()
         self.filled: set[str] = set()
         self.used_buffers: set[str] = set()
@@ -196,11 +197,11 @@ class Lowering:
                 for k, v in node.kwargs.items()}
 
     def steps(self, order: list[int], slots: dict | None,
-              targets: dict[int, tuple[str, WriteMode]] | None = None) -> list[tuple]:
+              targets: dict[int, tuple[str, WriteMode, tuple[int, ...] | None]] | None = None) -> list[tuple]:
         """Every node's record, in the graph's order; the buffers of ``order`` (the optimized
         order) where ``slots`` is given."""
         self.targets = dict(targets or {}) if slots is not None else {}
-        self.written_slots = {var for var, _ in self.targets.values()}  # filled by their producer
+        self.written_slots = {var for var, _, _ in self.targets.values()}  # filled by their producer
         self.filled = set()  # input slots holding their value in this step already
         records: list[tuple | None] = [None] * len(self.graph)
         for i in order:  # the optimized order: which shared slot is filled first
@@ -221,7 +222,7 @@ class Lowering:
         values = self.encode(node, node.args[0]) if node.args else []
         return ("output", values if isinstance(values, list) else [values])
 
-    def compute(self, node: Node, target: tuple[str, WriteMode] | None) -> tuple:
+    def compute(self, node: Node, target: tuple[str, WriteMode, tuple[int, ...] | None] | None) -> tuple:
         if node.op in _GETITEM_OPS and len(node.args) == 2 and isinstance(node.args[0], Ref):
             return ("getitem", self.encode(node, node.args[0]), self.encode(node, node.args[1]))
         if _scalar_op(node.op):
@@ -249,13 +250,15 @@ class Lowering:
         args, kwargs = [self.encode(node, a) for a in node.args], self.kwargs(node)
         if target is None:
             return ("op", self.op_var(node.op), args, kwargs)
-        out_buffer, mode = target
+        out_buffer, mode, shape = target
         self.zero_copy += 1
         self.used_buffers.add(out_buffer)
         if mode is WriteMode.COPY:
             into: tuple = ("copy_", out_buffer)
         else:
             into = ("out", out_buffer, self.op_var(node.op.rsplit(".", 1)[0] + ".out"))
+        if shape is not None:  # the value sent is a view of this result: write in its shape
+            into += (list(shape),)
         return ("op", self.op_var(node.op), args, kwargs, into)
 
     def emulate(self, node: Node) -> tuple:
@@ -352,7 +355,7 @@ class Lowering:
             self._count_copy(src_meta)
             return None
         self.used_buffers.add(target.var)
-        how = WRITTEN if self._written_by_producer(s) == target.var else COPY
+        how = WRITTEN if self._written_by_producer(same_bytes_root(self.graph, s)) == target.var else COPY
         if how == COPY:
             self._count_copy(src_meta)
         return (s, _shape(src_meta), target.var, how, None, src_meta.dtype, _shape(src_meta))

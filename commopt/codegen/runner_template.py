@@ -412,7 +412,9 @@ def place_persistent_params(rt, inputs: dict) -> None:
 #   input       -                         the input of that name (--inputs, or random)
 #   op          op, args, kwargs[, into]  OPS[op](*args, **kwargs); `into` (optimized order):
 #               ("out", buffer, out_op) calls the .out overload writing into its buffer,
-#               ("copy_", buffer) casts by copying into it (zero-copy producers)
+#               ("copy_", buffer) casts by copying into it (zero-copy producers); a shape
+#               after them: the buffer is written as that shape (the collective sends a
+#               view of this result that keeps its bytes in order)
 #   getitem     value, index              value[index]
 #   scalar      function, args            SCALARS[function](*args): size arithmetic
 #   reshape     value, shape              a view without a call: value.reshape(shape)
@@ -635,12 +637,18 @@ def add_op(program: Program, record) -> None:
     node, _name, _kind, _reads, op, args, kwargs, *into = record
     rt = program.rt
     if into and program.on_arenas:
-        how, buffer, *out_op = into[0]
+        how, buffer, *rest = into[0]
         view = getattr(rt.views, buffer)
         if how == "copy_":  # a dtype cast: the copy into the buffer casts
+            shape = rest[0] if rest else None
+        else:
+            out_op, shape = rest[0], (rest[1] if len(rest) > 1 else None)
+        if shape is not None:  # the collective sends a view of this result: same bytes
+            view = view.view(shape)
+        if how == "copy_":
             program.add(node, view.copy_, args[:1])
         else:
-            program.add(node, rt.ops[out_op[0]], args, kwargs, fixed={"out": view})
+            program.add(node, rt.ops[out_op], args, kwargs, fixed={"out": view})
         return
     program.add(node, rt.ops[op], args, kwargs)
 

@@ -4,6 +4,7 @@ then emits those producers writing into their buffer and skips the copy-in."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from commopt.buffers.offsets import Occupancy, TimeRanges
@@ -11,42 +12,84 @@ from commopt.codegen.lowering import collective_sources, runnable
 from commopt.codegen.out_variants import WriteMode, write_mode
 from commopt.codegen.slots import Slot
 from commopt.ir.graph import Graph, Node
+from commopt.ir.layout import same_bytes_root
 
 _IN_PLACE = ("all_reduce", "broadcast")
 
 
 def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
-                      pos: dict[int, int]) -> dict[int, tuple[str, WriteMode]]:
-    """Producer index -> (buffer variable, how it writes there): its out= overload, or a
-    ``copy_`` for a dtype cast (see :mod:`commopt.codegen.out_variants`).
+                      pos: dict[int, int]) -> dict[int, tuple[str, WriteMode, tuple[int, ...] | None]]:
+    """Producer index -> (buffer variable, how it writes there, the shape it writes as or
+    None for the buffer's own): its out= overload, or a ``copy_`` for a dtype cast (see
+    :mod:`commopt.codegen.out_variants`).
 
-    all_reduce and broadcast run in place on their output buffer; their producer may
-    write there directly when no other buffer uses those bytes between the producer
-    and the collective's issue (the output buffer's lifetime starts at the issue).
+    The producer is the op whose result the collective sends, or sends through views that
+    keep its bytes in order (:func:`commopt.ir.layout.same_bytes_root`: ``view(mm(...))``
+    in tensor parallelism); then it writes into the buffer in its own shape and the views
+    run on the buffer. all_reduce and broadcast run in place on their output buffer; their
+    producer may write there directly when no other buffer uses those bytes between the
+    producer and the collective's issue (the output buffer's lifetime starts at the issue).
     """
+    producers = {}  # (collective, k) -> the node writing the value the collective sends
     windows = {}  # (collective, k) -> (output slot, first, last): the producer's writing window
     for coll, role, k, node, sources in _candidates(graph, slots):
+        producer = same_bytes_root(graph, sources[k])
+        if producer is None:
+            continue
+        producers[coll, k] = producer
         out = slots.get((coll, "output", k))
         if role == "input" and out is not None and node.collective.type in _IN_PLACE:
-            windows[coll, k] = (out, pos[sources[k]], pos[coll] - 1)
+            windows[coll, k] = (out, pos[producer], pos[coll] - 1)
     busy = _busy(slots, windows)
-    targets: dict[int, tuple[str, WriteMode]] = {}
+    targets: dict[int, tuple[str, WriteMode, tuple[int, ...] | None]] = {}
     for coll, role, k, node, sources in _candidates(graph, slots):
+        if (coll, k) not in producers:
+            continue
         slot = slots[coll, role, k]
-        producer = graph.nodes[sources[k]]
+        producer = graph.nodes[producers[coll, k]]
         if role == "input" and (coll, k) in windows:
             if busy[coll, k]:
                 continue
             slot = windows[coll, k][0]
         if (role == "inout" or node.collective.type in _IN_PLACE) \
-                and list(graph.users(producer.index)) != [coll]:
+                and not _read_only_by(graph, sources[k], producer.index, coll):
             continue  # the collective overwrites the value other nodes still read
-        if runnable(producer) and len(producer.outputs) == 1 \
-                and slot.holds(producer.outputs[0]):
+        if not runnable(producer) or len(producer.outputs) != 1:
+            continue
+        shape = _written_shape(slot, producer, graph.nodes[sources[k]])
+        if shape is not False:
             mode = write_mode(producer)
             if mode is not None:
-                targets[producer.index] = (slot.var, mode)
+                targets[producer.index] = (slot.var, mode, shape)
     return targets
+
+
+def _read_only_by(graph: Graph, value: int, producer: int, coll: int) -> bool:
+    """Whether the collective is the only reader of the producer's result: each view from
+    the producer to ``value`` has one reader, the next, and ``value``'s is the collective."""
+    i, reader = value, coll
+    while True:
+        if list(graph.users(i)) != [reader]:
+            return False
+        if i == producer:
+            return True
+        i, reader = graph.nodes[i].alias_of, i
+
+
+def _written_shape(slot: Slot, producer: Node, sent: Node) -> tuple[int, ...] | None | bool:
+    """The shape the producer writes its result into ``slot`` as: None for the slot's own
+    (the value sent is the result), the producer's (the value sent is a view of it with the
+    same bytes), False when it does not fit (another dtype or size, or uneven shards: the
+    slot is sized for the largest rank)."""
+    meta = producer.outputs[0]
+    if producer.index == sent.index:
+        return None if slot.holds(meta) else False
+    sent_meta = sent.outputs[0]
+    if meta.dtype != slot.dtype or meta.max_shape not in (None, meta.shape) \
+            or sent_meta.max_shape not in (None, sent_meta.shape) or not slot.holds(sent_meta) \
+            or math.prod(meta.shape) != math.prod(slot.shape):
+        return False
+    return tuple(meta.shape)
 
 
 def _candidates(graph: Graph, slots: dict[tuple[int, str, int], Slot]

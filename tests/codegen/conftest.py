@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from commopt.ir.builder import GraphBuilder
-from commopt.ir.graph import Graph
+from commopt.ir.graph import Graph, Ref
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REPO = Path(__file__).resolve().parents[2]
@@ -174,3 +174,24 @@ def script_table(source: str, name: str = "STEPS") -> list:
 
     start = source.index(f"\n{name} = json.loads(r'''") + len(f"\n{name} = json.loads(r'''")
     return json.loads(source[start:source.index("''')", start)])
+
+
+def views_graph() -> Graph:
+    """SimpleFSDP's reduce_scatter of view(t(t(mm))) and TP's all_reduce of view(mm), and a
+    reduce_scatter of a transposed mm (its bytes are not in order)."""
+    b = GraphBuilder(name="views", world_size=2)
+    b.group("0", ranks=[0, 1])
+    x, w = b.input("x", (4, 8)), b.input("w", (8, 8))
+    mm = b.compute("mm", "aten.mm.default", [x, w], (4, 8))
+    t1 = b.view("t1", mm, (8, 4), op="aten.t.default", args=(Ref(mm),))
+    t2 = b.view("t2", t1, (4, 8), op="aten.t.default", args=(Ref(t1),))
+    flat = b.view("flat", t2, (32,), args=(Ref(t2), [32]))
+    rs = b.wait("rs_wait", b.collective("rs", "reduce_scatter", "0", flat))
+    mm2 = b.compute("mm2", "aten.mm.default", [x, w], (4, 8))
+    v2 = b.view("v2", mm2, (2, 16), args=(Ref(mm2), [2, 16]))
+    ar = b.wait("ar_wait", b.collective("ar", "all_reduce", "0", v2))
+    mm3 = b.compute("mm3", "aten.mm.default", [x, w], (4, 8))
+    t3 = b.view("t3", mm3, (8, 4), op="aten.t.default", args=(Ref(mm3),))
+    rs3 = b.wait("rs3_wait", b.collective("rs3", "reduce_scatter", "0", t3))
+    b.output([rs, ar, rs3])
+    return b.build()

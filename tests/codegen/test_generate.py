@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from commopt.buffers import plan_buffers
+from commopt.buffers import plan_buffers, validate_plan
 from commopt.codegen import build_model, generate_runner, write_runner
 from commopt.errors import GraphError, OptionError
 from commopt.ir.builder import GraphBuilder
-from tests.codegen.conftest import TINY_REORDERED, script_table, tiny_graph
+from tests.codegen.conftest import TINY_REORDERED, script_table, tiny_graph, views_graph
 from tests.codegen.hostile import EVIL, NAMES, hostile_graph
 
 RUFF = Path(sys.executable).parent / "ruff"
@@ -98,6 +98,26 @@ def test_plan_zero_copy_and_copies_are_counted() -> None:
     assert hows == ["written", "written"]
     assert (model.zero_copy_per_iter, model.copies_per_iter) == (2, 0)
     assert len(model.arenas) == 1 and model.arenas[0][1] > 0
+
+
+def test_producers_write_through_views_that_keep_their_bytes() -> None:
+    g = views_graph()
+    order = list(range(len(g)))
+    plan = plan_buffers(g, order)
+    model = build_model(g, order, plan)
+    # mm writes its (4, 8) result into the reduce_scatter's (32,) input buffer; t, t and view
+    # then run on the buffer, and the collective sends the buffer itself
+    assert record(model, "mm")[7][0] == "out" and record(model, "mm")[7][3] == [4, 8]
+    assert re.fullmatch(r"b_\d+_rs_input0", record(model, "mm")[7][1])
+    # the all_reduce runs in place on its output buffer, which mm2 fills as (4, 8)
+    assert record(model, "mm2")[7][1] == record(model, "ar")[8][0][2]
+    assert record(model, "mm2")[7][3] == [4, 8]
+    # a transpose left standing: the bytes are out of order, so they are copied in
+    assert len(record(model, "mm3")) == 7
+    hows = {r[1]: [t[3] for t in r[8]] for r in model.steps if r[2] == "collective"}
+    assert hows == {"rs": ["written"], "ar": ["written"], "rs3": ["copy"]}
+    assert (model.zero_copy_per_iter, model.copies_per_iter) == (2, 1)
+    assert validate_plan(g, order, plan) == []
 
 
 def test_without_plan_no_arenas() -> None:

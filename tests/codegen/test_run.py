@@ -18,7 +18,7 @@ from commopt.buffers import plan_buffers
 from commopt.codegen import write_runner
 from commopt.ir.builder import GraphBuilder
 from commopt.ir.graph import Graph, Ref
-from tests.codegen.conftest import REPO, TINY_REORDERED, regather_graph, tiny_graph, torchrun
+from tests.codegen.conftest import REPO, TINY_REORDERED, regather_graph, tiny_graph, torchrun, views_graph
 from tests.codegen.hostile import NAMES, PWNED, hostile_graph
 from tests.codegen.test_golden import duration_only_graph
 
@@ -80,7 +80,7 @@ def launched(tmp_path_factory: pytest.TempPathFactory):
     tiny, evil, durations, kinds = tiny_graph(), hostile_graph(), duration_only_graph(), \
         collective_kinds_graph()
     write_runner(tiny, tmp / "run_tiny.py", TINY_REORDERED, plan_buffers(tiny, TINY_REORDERED))
-    for name, g in (("evil", evil), ("durations", durations), ("kinds", kinds)):
+    for name, g in (("evil", evil), ("durations", durations), ("kinds", kinds), ("views", views_graph())):
         write_runner(g, tmp / f"run_{name}.py", g.original_order,
                      plan_buffers(g, g.original_order))
     regather = regather_graph()
@@ -92,6 +92,7 @@ def launched(tmp_path_factory: pytest.TempPathFactory):
         "kinds": [{"x": torch.arange(4.0) + 10 * r,
                    "y": torch.arange(6.0).reshape(2, 3) - 10 * r} for r in range(2)],
         "regather": _inputs(7, {"x": (8, 8), "w": (4, 8)}),
+        "views": _inputs(11, {"x": (4, 8), "w": (8, 8)}),
     }
     for name, per_rank in inputs.items():
         for r, values in enumerate(per_rank):
@@ -104,6 +105,8 @@ def launched(tmp_path_factory: pytest.TempPathFactory):
         ("durations", [*common, "durations_out{rank}.pt", "--iters", "3", "--out",
                        "durations.json"]),
         ("kinds", [*common, "kinds_out{rank}.pt", "--inputs", "kinds_in{rank}.pt", "--iters", "1"]),
+        ("views", [*common, "views_out{rank}.pt", "--inputs", "views_in{rank}.pt", "--iters", "1",
+                   "--memory"]),
         ("regather", [*common, "regather_out{rank}.pt", "--inputs", "regather_in{rank}.pt",
                       "--iters", "2", "--memory", "--out", "regather.json"]),
     ]
@@ -137,6 +140,22 @@ def test_tiny_runner_verifies_and_matches_a_hand_computed_reference(launched) ->
     for r in range(2):
         trace = json.loads((tmp / "prof" / f"trace_rank{r}.json").read_text())
         assert any("aten::mm" in str(e.get("name")) for e in trace["traceEvents"])
+
+
+def test_producers_writing_through_views_compute_the_reference(launched) -> None:
+    """mm writes into the collectives' buffers in its own shape and the views run on them
+    (tests/codegen/test_generate.py has the records): the values are the eager ones."""
+    tmp, log, codes, inputs = launched
+    assert [c["views"] for c in codes] == [0, 0]
+    assert "[views] verify: 3 output(s) identical" in log
+    assert "1 copies remain per iteration, 2 producers write in place" in log
+    assert "[views] memory rank 0: peak" in log
+    mms = [i["x"] @ i["w"] for i in inputs["views"]]
+    total = mms[0] + mms[1]
+    for r, (rs, ar, rs3) in enumerate(_outputs(tmp, "views")):
+        torch.testing.assert_close(rs, total.reshape(32)[16 * r:16 * (r + 1)])
+        torch.testing.assert_close(ar, total.reshape(2, 16))
+        torch.testing.assert_close(rs3, total.t()[4 * r:4 * (r + 1)])
 
 
 def test_hostile_graph_runs_the_same_computation_and_executes_nothing(launched) -> None:
