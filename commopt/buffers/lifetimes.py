@@ -43,6 +43,11 @@ from commopt.ir.op_registry import overload_names
 from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import has_data_dependent_output
 
+#: Collectives the runner runs in place on their output buffer: a producer writing into that
+#: buffer is checked by the runner's generator (commopt.codegen.zero_copy), not planned here, so
+#: zero-copy through views would only hold the idle input slot longer.
+_RUN_IN_PLACE = ("all_reduce", "broadcast")
+
 #: Index used in alias keys for "every tensor of the node" (a direct alias of a multi-output node).
 ALL_TENSORS = -1
 
@@ -229,8 +234,9 @@ def _sites(graph: Graph) -> _Sites:
             meta, root = nodes[i].outputs[0], keys[i][0]
             reads.append(_Read(k, i, root, meta, meta.padded_nbytes, meta.nbytes,
                                nodes[root].kind is NodeKind.INPUT,
-                               _may_write_in_place(nodes[root])
-                               and (i == root or same_bytes_root(graph, i) == root)))
+                               _may_write_in_place(nodes[root]) and (i == root or (
+                                   node.collective.type not in _RUN_IN_PLACE
+                                   and same_bytes_root(graph, i) == root))))
         outputs = tuple(None if has_data_dependent_output(node, k) else (m, m.padded_nbytes, m.nbytes)
                         for k, m in enumerate(node.outputs))
         sites.append(_Site(c, node.collective, tuple(graph.waits_of(c)), tuple(reads), outputs))

@@ -51,6 +51,8 @@ def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
             if busy[coll, k]:
                 continue
             slot = windows[coll, k][0]
+        elif not slot.zero_copy:
+            continue  # the planner did not keep this slot free from the producer on
         if (role == "inout" or node.collective.type in _IN_PLACE) \
                 and not _read_only_by(graph, sources[k], producer.index, coll):
             continue  # the collective overwrites the value other nodes still read
@@ -95,10 +97,16 @@ def _written_shape(slot: Slot, producer: Node, sent: Node) -> tuple[int, ...] | 
 def _candidates(graph: Graph, slots: dict[tuple[int, str, int], Slot]
                 ) -> Iterator[tuple[int, str, int, Node, list[int]]]:
     """(collective, role, k, its node, its sources) of each input slot a producer may fill,
-    in key order; a slot shared by several readers once (its owner's producer writes it)."""
+    in key order; a slot shared by several readers once (its owner's producer writes it).
+    The planner marks the slots it keeps free from the producer on (zero-copy); the input of
+    an all_reduce or broadcast is a candidate either way, since its producer writes into the
+    collective's output buffer, whose window :func:`_busy` checks here."""
     seen: set[str] = set()
     for (coll, role, k), slot in sorted(slots.items()):
-        if not slot.zero_copy or role not in ("input", "inout") or slot.var in seen:
+        if role not in ("input", "inout") or slot.var in seen:
+            continue
+        if not slot.zero_copy and not (role == "input"
+                                       and graph.nodes[coll].collective.type in _IN_PLACE):
             continue
         seen.add(slot.var)
         node = graph.nodes[coll]
