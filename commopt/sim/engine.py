@@ -194,6 +194,8 @@ class _Replay:
         self.comm_by_group: dict[str, float] = {}
         self.events: list[SimEvent] = []
         self.issued: list[int] = []
+        self.group_of = _lanes(graph).lane  # a collective's stream (:func:`stream_of`)
+        self.lane_names: dict[str, str] = {}  # comm_lane(group), made once per group
         self.t = self.exposed_total = self.total_compute = 0.0
 
     def run(self, order: Schedule) -> None:
@@ -227,7 +229,7 @@ class _Replay:
                 if end[p] > ready:
                     ready = end[p]
             if kind is kind_coll:
-                self._issue(i, stream_of(node), ready, t)
+                self._issue(i, self.group_of[i], ready, t)
             elif kind is kind_wait:
                 t = self._wait(i, node, ready, t)
             elif kind is kind_view:  # metadata only: never blocks, ready when its source is
@@ -264,7 +266,10 @@ class _Replay:
         self.stream_free[group] = e
         self.comm_by_group[group] = self.comm_by_group.get(group, 0.0) + self.dur[i]
         self.issued.append(i)
-        self.events.append(SimEvent(i, comm_lane(group), s, e))
+        lane = self.lane_names.get(group)
+        if lane is None:
+            lane = self.lane_names[group] = comm_lane(group)
+        self.events.append(SimEvent(i, lane, s, e))
         if self.slowdown != 1.0:
             self.flights.append((s, e))
 
@@ -311,25 +316,24 @@ class _Replay:
             critical_path_us=bounds.critical_path_us,
             peak_memory_bytes=peak,
             events=self.events,
-            collectives=[self._timing(c) for c in self.issued],
+            collectives=self._timings(),
             memory_curve=self._memory_curve(order, curve),
             lower_bounds=bounds,
             compute_slowdown=self.slowdown,
             slowed_compute_us=self.slowed_us,
         )
 
-    def _timing(self, c: int) -> CollectiveTiming:
-        waited = self.first_wait[c] >= 0
-        return CollectiveTiming(
-            node=c,
-            group=stream_of(self.nodes[c]),
-            issue_us=self.issue[c],
-            start_us=self.start[c],
-            end_us=self.end[c],
-            wait_node=self.first_wait[c] if waited else None,
-            wait_start_us=self.first_wait_t[c] if waited else None,
-            exposed_us=self.exposed[c],
-        )
+    def _timings(self) -> list[CollectiveTiming]:
+        """Each issued collective's timing, in issue order."""
+        group, issue, start, end = self.group_of, self.issue, self.start, self.end
+        first_wait, first_wait_t, exposed = self.first_wait, self.first_wait_t, self.exposed
+        out = []
+        for c in self.issued:
+            w = first_wait[c]
+            out.append(CollectiveTiming(c, group[c], issue[c], start[c], end[c],
+                                        w if w >= 0 else None, first_wait_t[c] if w >= 0 else None,
+                                        exposed[c]))
+        return out
 
     def _memory_curve(self, order: Schedule, curve) -> list[tuple[float, int]]:
         """(time, live bytes) at each change of the live bytes along ``order`` (``curve``:
