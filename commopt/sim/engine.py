@@ -90,12 +90,13 @@ def makespan_us(graph: Graph, order: Sequence[int], durations_us: Sequence[float
 class _Lanes:
     """Per node, what a makespan-only replay reads (cached per graph): its kind as a small
     code (:data:`_COLL`, :data:`_WAIT`, :data:`_VIEW`, :data:`_PLAIN`, :data:`_PLAIN_VIEW`,
-    else another compute-stream node), its inputs, and a collective's stream (a wait's
-    collective)."""
+    else another compute-stream node), its inputs, a collective's stream (a wait's
+    collective), and 1 for compute nodes (the full replay draws their spans)."""
 
     codes: bytes
     inputs: list[tuple[int, ...]]
     lane: list[object]
+    compute: bytes
 
 
 _COLL, _WAIT, _VIEW = 1, 2, 3
@@ -112,17 +113,25 @@ def _lanes(graph: Graph) -> _Lanes:
     if cached is None:
         code = {NodeKind.COLLECTIVE: _COLL, NodeKind.WAIT: _WAIT, NodeKind.VIEW: _VIEW}
         nodes = graph.nodes
-        codes = bytearray(code.get(n.kind, 0) for n in nodes)
+        codes = bytearray([code.get(n.kind, 0) for n in nodes])
+        inputs = [n.inputs for n in nodes]
         late = bytearray(len(nodes))  # may end after the clock reaches a reader: collectives and their views
-        for n in nodes:  # index order is topological: a view's sources are classified first
-            i = n.index
-            if any(late[p] for p in n.inputs):
-                late[i] = codes[i] == _VIEW
-            elif codes[i] in (0, _VIEW):
-                codes[i] = _PLAIN if codes[i] == 0 else _PLAIN_VIEW
-            late[i] = late[i] or codes[i] == _COLL
-        cached = _Lanes(bytes(codes), [n.inputs for n in nodes],
-                        [stream_of(n) if n.kind is NodeKind.COLLECTIVE else n.wait_of for n in nodes])
+        for i, ins in enumerate(inputs):  # index order is topological: a view's sources are classified first
+            c = codes[i]
+            if c == _COLL:
+                late[i] = 1
+                continue
+            for p in ins:
+                if late[p]:
+                    late[i] = c == _VIEW
+                    break
+            else:
+                if c == 0 or c == _VIEW:
+                    codes[i] = _PLAIN if c == 0 else _PLAIN_VIEW
+        kind_coll, kind_compute = NodeKind.COLLECTIVE, NodeKind.COMPUTE
+        cached = _Lanes(bytes(codes), inputs,
+                        [stream_of(n) if n.kind is kind_coll else n.wait_of for n in nodes],
+                        bytes([n.kind is kind_compute for n in nodes]))
         _LANES[graph] = cached
     return cached
 
@@ -203,27 +212,29 @@ class _Replay:
         nodes, dur, end, start, events = self.nodes, self.dur, self.end, self.start, self.events
         kind_coll, kind_wait, kind_view, kind_compute = (
             NodeKind.COLLECTIVE, NodeKind.WAIT, NodeKind.VIEW, NodeKind.COMPUTE)
-        codes = _lanes(self.graph).codes
+        lanes = _lanes(self.graph)
+        codes, computes = lanes.codes, lanes.compute
+        add_event = events.append
         t = 0.0
         total_compute = 0.0
         slow = self.slowdown != 1.0
         for i in order:
-            node = nodes[i]
-            kind = node.kind
             code = codes[i]
             if code == _PLAIN:  # ready by ``t``: nothing to charge (see :data:`_PLAIN`)
                 start[i] = t
-                if kind is kind_compute:
+                if computes[i]:
                     s = t
                     t = end[i] = self._stretched(s, dur[i]) if slow else s + dur[i]
                     total_compute += dur[i]
-                    events.append(SimEvent(i, COMPUTE_LANE, s, t))
+                    add_event(SimEvent(i, COMPUTE_LANE, s, t))
                 else:
                     t = end[i] = t + dur[i]
                 continue
             if code == _PLAIN_VIEW:
                 start[i] = end[i] = t
                 continue
+            node = nodes[i]
+            kind = node.kind
             ready = 0.0
             for p in node.inputs:
                 if end[p] > ready:
