@@ -75,7 +75,8 @@ def _edge_tuples(graph: Graph, successors: bool) -> tuple[tuple[int, ...], ...]:
     found = cache.get(successors)
     if found is None:
         ptr, idx = graph.succ_arrays() if successors else graph.pred_arrays()
-        found = cache[successors] = tuple(tuple(idx[ptr[v]:ptr[v + 1]]) for v in range(len(ptr) - 1))
+        bounds, flat = ptr.tolist(), idx.tolist()  # list slices: faster than the arrays'
+        found = cache[successors] = tuple([tuple(flat[a:b]) for a, b in zip(bounds, bounds[1:])])
     return found
 
 

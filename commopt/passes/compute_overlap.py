@@ -420,7 +420,7 @@ def domination_ranks(graph: Graph, order: Sequence[int]) -> list[int]:
         own[i] = rank
     sptr, sidx = graph.succ_arrays()
     dom = [inf] * len(nodes)
-    for i in reversed(order):
+    for i in order[::-1]:  # a slice: reversed() of a Schedule indexes it node by node
         best = own[i]
         for k in range(sptr[i], sptr[i + 1]):
             v = dom[sidx[k]]
@@ -458,7 +458,7 @@ def bottom_levels_us(graph: Graph, order: Sequence[int], durations_us: Sequence[
     dur = np.where(zero_time, 0.0, np.asarray(durations_us, dtype=float)).tolist()
     queue = {} if graph.group_order else group_chain(graph, order)
     bl = [0.0] * n
-    for i in reversed(order):
+    for i in order[::-1]:  # a slice: reversed() of a Schedule indexes it node by node
         d = dur[i]
         best = 0.0
         if is_coll[i]:
@@ -659,7 +659,7 @@ class _Prepared:
             seq[c] = k
         big = len(colls) + 1
         need = [big] * n
-        for i in reversed(self.order):
+        for i in self.order[::-1]:  # a slice: reversed() of a Schedule indexes it node by node
             best = seq[i] if seq[i] >= 0 else big
             for s in succ[i]:  # data edges and the chain's
                 v = need[s]
