@@ -108,7 +108,8 @@ def _order_pairs(graph: Graph) -> _OrderPairs:
         for w, u, _ in _wait_reads(graph):
             waits.append(w)
             users.append(u)
-        is_coll = np.fromiter((n.kind is NodeKind.COLLECTIVE and n.collective is not None
+        kind_coll = NodeKind.COLLECTIVE
+        is_coll = np.fromiter((n.kind is kind_coll and n.collective is not None
                                for n in nodes), dtype=bool, count=len(nodes))
         cached = _OrderPairs(np.asarray(idx, dtype=np.int64).reshape(len(succ)), succ,
                              np.asarray(waits, dtype=np.int64), np.asarray(users, dtype=np.int64),
@@ -200,15 +201,17 @@ def _result_sources(graph: Graph) -> tuple[list[int], list[int]]:
     nodes = graph.nodes
     src = [-1] * len(nodes)
     via = [-1] * len(nodes)
+    kind_coll, kind_view, kind_wait = NodeKind.COLLECTIVE, NodeKind.VIEW, NodeKind.WAIT
     for node in nodes:
-        i = node.index
-        if node.kind is NodeKind.COLLECTIVE:
-            src[i] = i
-        elif node.kind in (NodeKind.VIEW, NodeKind.WAIT) and node.inputs:
+        kind = node.kind
+        if kind is kind_coll:
+            src[node.index] = node.index
+        elif (kind is kind_view or kind is kind_wait) and node.inputs:
+            i = node.index
             j = node.alias_of if node.alias_of is not None else node.inputs[0]
             if j < i and src[j] >= 0:
                 src[i] = src[j]
-                via[i] = i if node.kind is NodeKind.WAIT else via[j]
+                via[i] = i if kind is kind_wait else via[j]
     return src, via
 
 
@@ -226,10 +229,11 @@ def _wait_reads(graph: Graph) -> Iterator[tuple[int, int, bool]]:
     neither a view nor a wait: the wait the value came through (``through_wait``), or, for a
     read through views of the collective itself, each of its waits."""
     src, via = _result_sources(graph)
+    kind_view, kind_wait = NodeKind.VIEW, NodeKind.WAIT
     for node in graph.nodes:
-        u = node.index
-        if node.kind in (NodeKind.VIEW, NodeKind.WAIT):
+        if node.kind is kind_view or node.kind is kind_wait:
             continue
+        u = node.index
         for j in node.inputs:
             c = src[j]
             if c < 0 or c == u:

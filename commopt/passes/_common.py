@@ -69,13 +69,21 @@ _EDGE_TUPLES: weakref.WeakKeyDictionary[Graph, dict[bool, tuple[tuple[int, ...],
     weakref.WeakKeyDictionary())
 
 
+def forget_graph(graph: Graph) -> None:
+    """Drop ``graph``'s edge tuples (:func:`neighbour_lists`): the pass manager calls it when
+    its pipeline ends, so they do not live through the later stages (~12 MB at 100k nodes;
+    another pipeline on the graph makes them again)."""
+    _EDGE_TUPLES.pop(graph, None)
+
+
 def _edge_tuples(graph: Graph, successors: bool) -> tuple[tuple[int, ...], ...]:
     """Each node's CSR neighbours as a tuple (cached per graph: every pass asks)."""
     cache = _EDGE_TUPLES.setdefault(graph, {})
     found = cache.get(successors)
     if found is None:
         ptr, idx = graph.succ_arrays() if successors else graph.pred_arrays()
-        found = cache[successors] = tuple(tuple(idx[ptr[v]:ptr[v + 1]]) for v in range(len(ptr) - 1))
+        bounds, flat = ptr.tolist(), idx.tolist()  # list slices: faster than the arrays'
+        found = cache[successors] = tuple([tuple(flat[a:b]) for a, b in zip(bounds, bounds[1:])])
     return found
 
 
@@ -148,36 +156,45 @@ def demand_order(
             append(u)
             return
         stack = [u]
+        pop, push = stack.pop, stack.append
         while stack:
             v = stack[-1]
             if emitted[v]:
-                stack.pop()
+                pop()
                 continue
             todo = [p for p in preds[v] if not emitted[p]]
             if todo:
-                todo.sort(key=lambda p: -pos[p])  # earliest first off the stack
-                stack.extend(todo)
+                if len(todo) == 1:
+                    push(todo[0])
+                else:
+                    todo.sort(key=lambda p: -pos[p])  # earliest first off the stack
+                    stack.extend(todo)
                 continue
             emitted[v] = 1
             append(v)
-            stack.pop()
+            pop()
 
     clock = 0.0
     inf = math.inf
+    hold = held.append
+    heappush, heappop = heapq.heappush, heapq.heappop
     for u in seq:
         if lazy[u]:
-            held.append(u)
+            hold(u)
             w = window_us[u]
             if w != inf:
-                heapq.heappush(heap, (clock + w, pos[u]))
+                heappush(heap, (clock + w, pos[u]))
             continue
         step = step_time_us[u]
         while heap and heap[0][0] < clock + step:
-            _, k = heapq.heappop(heap)
-            emit(seq[k])
+            v = seq[heappop(heap)[1]]
+            if not emitted[v]:
+                emit(v)
         if fence[u]:
             while flushed < len(held):
-                emit(held[flushed])
+                v = held[flushed]
+                if not emitted[v]:
+                    emit(v)
                 flushed += 1
         if not emitted[u]:  # emit(u), with its commonest case inline (most nodes)
             for p in preds[u]:
@@ -189,7 +206,8 @@ def demand_order(
                 append(u)
         clock += step
     for v in held:
-        emit(v)
+        if not emitted[v]:
+            emit(v)
     return out
 
 

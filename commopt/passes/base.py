@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from commopt.errors import OptionError
 from commopt.ir.graph import Graph, Node
+from commopt.ir.schedule import Schedule
 from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE, memory_budget
 
 #: The default pipeline, chosen from measurements (analytical estimator, H100, the six
@@ -78,7 +79,7 @@ class PassContext:
         last few orders (the pass manager and the passes simulate the same orders)."""
         from commopt.sim import simulate
 
-        key = (id(graph), tuple(order))
+        key = _order_key(graph, order)
         hit = self._sims.get(key)  # values hold the graph, so its id is not reused meanwhile
         if hit is None:
             hit = (graph, simulate(graph, key[1], self.durations_us, compute_slowdown=self.compute_slowdown))
@@ -90,7 +91,7 @@ class PassContext:
     def fits(self, graph: Graph, order: Sequence[int]) -> bool:
         """Whether ``order`` keeps every memory budget: the padded live-tensor peak and, with
         persistent buffers, the footprint. Passes ask this of every order they keep."""
-        key = (id(graph), tuple(order))
+        key = _order_key(graph, order)
         hit = self._fitting.get(key)  # memoized like :meth:`simulate`: the manager asks again
         if hit is None:
             hit = (graph, self._fits_now(graph, order))
@@ -98,6 +99,13 @@ class PassContext:
                 del self._fitting[next(iter(self._fitting))]
             self._fitting[key] = hit
         return hit[1]
+
+    def forget_orders(self) -> None:
+        """Drop the memoized simulations and budget checks (:meth:`simulate`, :meth:`fits`):
+        the pass manager is done with them once its pipeline ends, and their keys hold whole
+        orders (what lives on is in its result)."""
+        self._sims.clear()
+        self._fitting.clear()
 
     def _fits_now(self, graph: Graph, order: Sequence[int]) -> bool:
         """:meth:`fits`, computed."""
@@ -158,6 +166,12 @@ class PassContext:
         bytes: they bound what the program holds, whatever its nodes)."""
         return replace(self, durations_us=tuple(float(d) for d in durations_us), _sims={},
                        _fitting={})
+
+
+def _order_key(graph: Graph, order: Sequence[int]) -> tuple[int, tuple[int, ...]]:
+    """The memo key of ``order`` of ``graph``: a Schedule's own tuple (no copy of 100k
+    nodes), any other sequence as a tuple."""
+    return id(graph), order.order if isinstance(order, Schedule) else tuple(order)
 
 
 @dataclass(frozen=True)

@@ -420,7 +420,7 @@ def domination_ranks(graph: Graph, order: Sequence[int]) -> list[int]:
         own[i] = rank
     sptr, sidx = graph.succ_arrays()
     dom = [inf] * len(nodes)
-    for i in reversed(order):
+    for i in order[::-1]:  # a slice: reversed() of a Schedule indexes it node by node
         best = own[i]
         for k in range(sptr[i], sptr[i + 1]):
             v = dom[sidx[k]]
@@ -458,7 +458,7 @@ def bottom_levels_us(graph: Graph, order: Sequence[int], durations_us: Sequence[
     dur = np.where(zero_time, 0.0, np.asarray(durations_us, dtype=float)).tolist()
     queue = {} if graph.group_order else group_chain(graph, order)
     bl = [0.0] * n
-    for i in reversed(order):
+    for i in order[::-1]:  # a slice: reversed() of a Schedule indexes it node by node
         d = dur[i]
         best = 0.0
         if is_coll[i]:
@@ -569,6 +569,7 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
 
 
 _K_IN, _K_OUT, _K_COLL, _K_WAIT = NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.COLLECTIVE, NodeKind.WAIT
+_heappush, _heappop = heapq.heappush, heapq.heappop  # module globals: the scheduler's loops call them per node
 
 
 class _Prepared:
@@ -581,7 +582,9 @@ class _Prepared:
     def __init__(self, graph: Graph, order: Sequence[int], ctx: PassContext, model: MemoryModel) -> None:
         self.graph, self.order, self.model, self.dur = graph, order, model, ctx.durations_us
         self.n = n = len(graph.nodes)
-        self.pos = Schedule(order, n).positions
+        schedule = Schedule.of(graph, order)
+        self.pos = schedule.positions
+        self.sequence = schedule.order  # a tuple: the scheduler indexes it per node
         self.sptr, self.sidx = graph.succ_arrays()
         self.chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
         self.succ = neighbour_lists(graph, self.chain, successors=True)  # data edges, then the chain's
@@ -589,10 +592,11 @@ class _Prepared:
         self.viewish = zero_cost_view_mask(graph)
         self.seq, self.colls, self.need = self._need_ranks()
         ptr, _ = graph.pred_arrays()
-        self.indeg = [ptr[i + 1] - ptr[i] for i in range(n)]
+        self.indeg = np.diff(np.asarray(ptr, dtype=np.int64)).tolist()
         for b in self.chain.values():
             self.indeg[b] += 1
-        self.inputs_bytes = sum(model.alloc[i] for i in range(n) if self.kind[i] is _K_IN)
+        alloc = model.alloc
+        self.inputs_bytes = sum([alloc[i] for i in np.flatnonzero(node_kinds(graph) == NodeKind.INPUT).tolist()])
         self._level: list[float] | None = None
         self._domination: list[float] | None = None
         self._users: dict[int, list[int]] | None = None
@@ -659,7 +663,7 @@ class _Prepared:
             seq[c] = k
         big = len(colls) + 1
         need = [big] * n
-        for i in reversed(self.order):
+        for i in self.order[::-1]:  # a slice: reversed() of a Schedule indexes it node by node
             best = seq[i] if seq[i] >= 0 else big
             for s in succ[i]:  # data edges and the chain's
                 v = need[s]
@@ -684,7 +688,7 @@ class _ListScheduler:
         self.n = n = len(graph.nodes)
         self.dur = ctx.durations_us
         p = prepared
-        self.pos, self.succ = p.pos, p.succ
+        self.pos, self.succ, self.sequence = p.pos, p.succ, p.sequence
         self.kind, self.viewish = p.kind, p.viewish
         self.lookahead = policy.lookahead
         levels = {"bottom-level": p.level, "domination": p.domination}.get(policy.priority)
@@ -725,8 +729,9 @@ class _ListScheduler:
         for i in self.order:
             if self.indeg[i] == 0:
                 self.push(i)
-        while len(self.out) < self.n:
-            self.step()
+        out, n, step = self.out, self.n, self.step
+        while len(out) < n:
+            step()
         makespan_us = max([self.t, *self.stream_free.values()])
         return Schedule(self.out, self.n), makespan_us, self.exposed, self.peak
 
@@ -828,18 +833,18 @@ class _ListScheduler:
         if k is _K_OUT:
             self.output_node = i
         elif k is _K_COLL:
-            heapq.heappush(self.colls_q, (self.coll_key[i], p, i))
+            _heappush(self.colls_q, (self.coll_key[i], p, i))
         elif k is _K_WAIT:
             c = self.nodes[i].wait_of
-            heapq.heappush(self.waits_q, (self.coll_end[c] if c is not None else 0.0, p, i))
+            _heappush(self.waits_q, (self.coll_end[c] if c is not None else 0.0, p, i))
         elif k is _K_IN or self.viewish[i]:
-            heapq.heappush(self.views, (p, i))
+            _heappush(self.views, (p, i))
         else:
-            heapq.heappush(self.comp_need, (-self.level[i] if self.by_level else self.need[i], p, i))
-            heapq.heappush(self.comp_pos, (p, i))
+            _heappush(self.comp_need, (-self.level[i] if self.by_level else self.need[i], p, i))
+            _heappush(self.comp_pos, (p, i))
             if self.by_memory:
                 self.ready[i] = 1
-                heapq.heappush(self.mem_q, (self.net_bytes(i), p, i))
+                _heappush(self.mem_q, (self.net_bytes(i), p, i))
 
     def net_bytes(self, i: int) -> int:
         """What running ``i`` now adds to live memory, net of the storage it frees."""
@@ -871,14 +876,14 @@ class _ListScheduler:
             elif left == 1 and self.by_memory:
                 for u in self.users_of.get(r, ()):
                     if self.ready[u] and not done[u]:
-                        heapq.heappush(self.mem_q, (self.net_bytes(u), pos[u], u))
+                        _heappush(self.mem_q, (self.net_bytes(u), pos[u], u))
         self.live = live
         indeg, push = self.indeg, self.push
         for s in self.succ[i]:
             left = indeg[s] = indeg[s] - 1
             if left == 0:
                 push(s)
-        front, order, n = self.front, self.order, self.n
+        front, order, n = self.front, self.sequence, self.n
         while front < n and done[order[front]]:
             front += 1
         self.front = front
@@ -895,9 +900,9 @@ class _ListScheduler:
         ``lookahead`` collectives need), or in input order under ``pressure``; -1: none."""
         comp_need, comp_pos, done = self.comp_need, self.comp_pos, self.done
         while comp_need and done[comp_need[0][2]]:
-            heapq.heappop(comp_need)
+            _heappop(comp_need)
         while comp_pos and done[comp_pos[0][1]]:
-            heapq.heappop(comp_pos)
+            _heappop(comp_pos)
         if not comp_pos:
             return -1
         if not pressure and (self.by_level or (self.lookahead > 0

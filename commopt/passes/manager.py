@@ -21,6 +21,7 @@ from commopt.errors import CommoptError, InvariantViolation, PassError
 from commopt.invariants import check_order
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
+from commopt.passes._common import forget_graph
 from commopt.passes.base import GraphChange, Pass, PassContext
 from commopt.sim import SimResult, peak_memory
 
@@ -67,6 +68,7 @@ class PassManager:
 
     def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> PipelineResult:
         """Run the pipeline on ``order``; raises InvariantViolation when a pass breaks one."""
+        source, source_ctx = graph, ctx
         current = Schedule.of(graph, order)
         sim = ctx.simulate(graph, current)
         result = PipelineResult(order=current, initial=sim, final=sim)
@@ -101,6 +103,10 @@ class PassManager:
             current, sim = new, after
         result.order = current
         result.final = sim
+        for done in {id(g): g for g in (source, graph)}.values():  # the passes' caches of them
+            forget_graph(done)
+        for used in {id(c): c for c in (source_ctx, ctx)}.values():
+            used.forget_orders()
         return result
 
 

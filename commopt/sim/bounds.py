@@ -111,12 +111,11 @@ def lower_bounds(graph: Graph, durations: Sequence[float], compute_slowdown: flo
                          collective_chain_us=_collective_chain_bound(graph, durations, compute_slowdown))
         last[compute_slowdown] = (durations, result)
         return result
-    nodes = graph.nodes
     head = heads(graph, durations)
     _, tail_end = tails(graph, durations)
     streams = [sum(durations[c] for c in chain) for chain in _structure(graph).chains]
     result = LowerBounds(
-        compute_us=sum(durations[n.index] for n in nodes if n.kind in CLOCK_KINDS),
+        compute_us=sum([durations[i] for i, a in enumerate(_structure(graph).advances) if a]),
         busiest_stream_us=max(streams, default=0.0),
         critical_path_us=max(head.end, default=0.0),
         compute_heads_tails_us=_compute_stream_bound(graph, durations, head, tail_end),
@@ -172,8 +171,9 @@ def _structure(graph: Graph) -> _Structure:
     is_view = bytearray((kinds == NodeKind.VIEW).tobytes())
     pred_ptr, pred_idx = graph.pred_arrays()
     succ_ptr, succ_idx = graph.succ_arrays()
-    pred_finish = _finish_flags(graph, coll, pred_ptr, pred_idx, from_pred=True)
-    succ_finish = _finish_flags(graph, coll, succ_ptr, succ_idx, from_pred=False)
+    asked: dict[tuple[int, int], bool] = {}  # (collective, successor) -> needs_finish: each edge is in both arrays
+    pred_finish = _finish_flags(graph, coll, pred_ptr, pred_idx, asked, from_pred=True)
+    succ_finish = _finish_flags(graph, coll, succ_ptr, succ_idx, asked, from_pred=False)
     by_group: dict[str, list[int]] = {}
     for c in graph.collectives():
         by_group.setdefault(_group(nodes[c]), []).append(c)
@@ -183,16 +183,22 @@ def _structure(graph: Graph) -> _Structure:
     return made
 
 
-def _finish_flags(graph: Graph, coll: np.ndarray, ptr, idx, *, from_pred: bool) -> bytearray:
+def _finish_flags(graph: Graph, coll: np.ndarray, ptr, idx, asked: dict[tuple[int, int], bool],
+                  *, from_pred: bool) -> bytearray:
     """Per CSR edge (``idx[ptr[v]:ptr[v + 1]]``: ``v``'s predecessors when ``from_pred``,
     else its successors), 1 when the successor needs the predecessor finished
-    (:func:`commopt.sim.model.needs_finish`; always, unless the predecessor is a collective)."""
+    (:func:`commopt.sim.model.needs_finish`; always, unless the predecessor is a collective).
+    ``asked`` keeps the answer per edge, for the other direction's arrays."""
     nbr = np.asarray(idx, dtype=np.int64)
     own = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(np.asarray(ptr, dtype=np.int64)))
     pred, succ = (nbr, own) if from_pred else (own, nbr)
     flags = bytearray((~coll[pred]).tobytes())
-    for k in np.flatnonzero(coll[pred]).tolist():  # only a collective may be merely issued
-        flags[k] = 1 if needs_finish(graph, int(pred[k]), int(succ[k])) else 0
+    edges = np.flatnonzero(coll[pred])  # only a collective may be merely issued
+    for k, p, s in zip(edges.tolist(), pred[edges].tolist(), succ[edges].tolist(), strict=True):
+        known = asked.get((p, s))
+        if known is None:
+            known = asked[(p, s)] = needs_finish(graph, p, s)
+        flags[k] = 1 if known else 0
     return flags
 
 
@@ -262,26 +268,29 @@ def _compute_stream_bound(graph: Graph, durations: Sequence[float], head: Heads,
     """Jackson's preemptive schedule of the compute stream's work: release at its earliest
     start, delivery time its tail; the largest end + tail is optimal for the preemptive
     one-machine relaxation, so no order does better."""
-    jobs = sorted((head.start[i], i) for i, node in enumerate(graph.nodes)
-                  if node.kind in CLOCK_KINDS and durations[i] > 0.0)
+    advances, start = _structure(graph).advances, head.start
+    jobs = sorted([(start[i], i) for i in range(len(advances)) if advances[i] and durations[i] > 0.0])
     ready: list[tuple[float, int, float]] = []  # (-tail, index, remaining)
+    heappush, heappop = heapq.heappush, heapq.heappop
     clock = 0.0
     best = 0.0
     k = 0
-    while k < len(jobs) or ready:
+    m = len(jobs)
+    while k < m or ready:
         if not ready and clock < jobs[k][0]:
             clock = jobs[k][0]
-        while k < len(jobs) and jobs[k][0] <= clock:
+        while k < m and jobs[k][0] <= clock:
             i = jobs[k][1]
-            heapq.heappush(ready, (-tail_end[i], i, durations[i]))
+            heappush(ready, (-tail_end[i], i, durations[i]))
             k += 1
-        neg_tail, i, left = heapq.heappop(ready)
-        until = jobs[k][0] if k < len(jobs) else float("inf")
+        neg_tail, i, left = heappop(ready)
+        until = jobs[k][0] if k < m else float("inf")
         if clock + left <= until:
             clock += left
-            best = max(best, clock - neg_tail)
+            if clock - neg_tail > best:
+                best = clock - neg_tail
         else:  # preempted by the next release; it goes back with what is left
-            heapq.heappush(ready, (neg_tail, i, left - (until - clock)))
+            heappush(ready, (neg_tail, i, left - (until - clock)))
             clock = until
     return best
 
@@ -321,14 +330,15 @@ def _compute_before(st: _Structure, durations: Sequence[float], chain: list[int]
     out = []
     for c in chain:
         stack = list(idx[ptr[c]:ptr[c + 1]])
+        pop, extend = stack.pop, stack.extend
         while stack:
-            p = stack.pop()
+            p = pop()
             if seen[p]:
                 continue
             seen[p] = 1
             if advances[p]:
                 total += durations[p]
-            stack.extend(idx[ptr[p]:ptr[p + 1]])
+            extend(idx[ptr[p]:ptr[p + 1]])
         out.append(total)
     return out
 
@@ -351,25 +361,27 @@ def _compute_after(st: _Structure, durations: Sequence[float], chain: list[int])
         c = chain[j]
         weak = [idx[k] for k in range(ptr[c], ptr[c + 1]) if finish[k]]
         strong: list[int] = []
+        weak_pop, weak_extend, strong_pop, strong_extend = weak.pop, weak.extend, strong.pop, strong.extend
         while weak or strong:
             if strong:
-                i = strong.pop()
-                if status[i] == _STRONG:
+                i = strong_pop()
+                was = status[i]
+                if was == _STRONG:
                     continue
-                if status[i] == _NONE and advances[i]:
+                if was == _NONE and advances[i]:
                     total += durations[i]
                 status[i] = _STRONG
-                strong.extend(idx[ptr[i]:ptr[i + 1]])
+                strong_extend(idx[ptr[i]:ptr[i + 1]])
                 continue
-            i = weak.pop()
+            i = weak_pop()
             if status[i] != _NONE:
                 continue
             status[i] = _WEAK
             if advances[i]:  # a compute-stream member: everything after it is strong
                 total += durations[i]
-                strong.extend(idx[ptr[i]:ptr[i + 1]])
+                strong_extend(idx[ptr[i]:ptr[i + 1]])
             else:
-                weak.extend([idx[k] for k in range(ptr[i], ptr[i + 1]) if finish[k]])
+                weak_extend([idx[k] for k in range(ptr[i], ptr[i + 1]) if finish[k]])
         out[j] = total
     return out
 

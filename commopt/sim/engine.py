@@ -90,12 +90,13 @@ def makespan_us(graph: Graph, order: Sequence[int], durations_us: Sequence[float
 class _Lanes:
     """Per node, what a makespan-only replay reads (cached per graph): its kind as a small
     code (:data:`_COLL`, :data:`_WAIT`, :data:`_VIEW`, :data:`_PLAIN`, :data:`_PLAIN_VIEW`,
-    else another compute-stream node), its inputs, and a collective's stream (a wait's
-    collective)."""
+    else another compute-stream node), its inputs, a collective's stream (a wait's
+    collective), and 1 for compute nodes (the full replay draws their spans)."""
 
     codes: bytes
     inputs: list[tuple[int, ...]]
     lane: list[object]
+    compute: bytes
 
 
 _COLL, _WAIT, _VIEW = 1, 2, 3
@@ -112,17 +113,25 @@ def _lanes(graph: Graph) -> _Lanes:
     if cached is None:
         code = {NodeKind.COLLECTIVE: _COLL, NodeKind.WAIT: _WAIT, NodeKind.VIEW: _VIEW}
         nodes = graph.nodes
-        codes = bytearray(code.get(n.kind, 0) for n in nodes)
+        codes = bytearray([code.get(n.kind, 0) for n in nodes])
+        inputs = [n.inputs for n in nodes]
         late = bytearray(len(nodes))  # may end after the clock reaches a reader: collectives and their views
-        for n in nodes:  # index order is topological: a view's sources are classified first
-            i = n.index
-            if any(late[p] for p in n.inputs):
-                late[i] = codes[i] == _VIEW
-            elif codes[i] in (0, _VIEW):
-                codes[i] = _PLAIN if codes[i] == 0 else _PLAIN_VIEW
-            late[i] = late[i] or codes[i] == _COLL
-        cached = _Lanes(bytes(codes), [n.inputs for n in nodes],
-                        [stream_of(n) if n.kind is NodeKind.COLLECTIVE else n.wait_of for n in nodes])
+        for i, ins in enumerate(inputs):  # index order is topological: a view's sources are classified first
+            c = codes[i]
+            if c == _COLL:
+                late[i] = 1
+                continue
+            for p in ins:
+                if late[p]:
+                    late[i] = c == _VIEW
+                    break
+            else:
+                if c == 0 or c == _VIEW:
+                    codes[i] = _PLAIN if c == 0 else _PLAIN_VIEW
+        kind_coll, kind_compute = NodeKind.COLLECTIVE, NodeKind.COMPUTE
+        cached = _Lanes(bytes(codes), inputs,
+                        [stream_of(n) if n.kind is kind_coll else n.wait_of for n in nodes],
+                        bytes([n.kind is kind_compute for n in nodes]))
         _LANES[graph] = cached
     return cached
 
@@ -194,6 +203,8 @@ class _Replay:
         self.comm_by_group: dict[str, float] = {}
         self.events: list[SimEvent] = []
         self.issued: list[int] = []
+        self.group_of = _lanes(graph).lane  # a collective's stream (:func:`stream_of`)
+        self.lane_names: dict[str, str] = {}  # comm_lane(group), made once per group
         self.t = self.exposed_total = self.total_compute = 0.0
 
     def run(self, order: Schedule) -> None:
@@ -201,33 +212,35 @@ class _Replay:
         nodes, dur, end, start, events = self.nodes, self.dur, self.end, self.start, self.events
         kind_coll, kind_wait, kind_view, kind_compute = (
             NodeKind.COLLECTIVE, NodeKind.WAIT, NodeKind.VIEW, NodeKind.COMPUTE)
-        codes = _lanes(self.graph).codes
+        lanes = _lanes(self.graph)
+        codes, computes = lanes.codes, lanes.compute
+        add_event = events.append
         t = 0.0
         total_compute = 0.0
         slow = self.slowdown != 1.0
         for i in order:
-            node = nodes[i]
-            kind = node.kind
             code = codes[i]
             if code == _PLAIN:  # ready by ``t``: nothing to charge (see :data:`_PLAIN`)
                 start[i] = t
-                if kind is kind_compute:
+                if computes[i]:
                     s = t
                     t = end[i] = self._stretched(s, dur[i]) if slow else s + dur[i]
                     total_compute += dur[i]
-                    events.append(SimEvent(i, COMPUTE_LANE, s, t))
+                    add_event(SimEvent(i, COMPUTE_LANE, s, t))
                 else:
                     t = end[i] = t + dur[i]
                 continue
             if code == _PLAIN_VIEW:
                 start[i] = end[i] = t
                 continue
+            node = nodes[i]
+            kind = node.kind
             ready = 0.0
             for p in node.inputs:
                 if end[p] > ready:
                     ready = end[p]
             if kind is kind_coll:
-                self._issue(i, stream_of(node), ready, t)
+                self._issue(i, self.group_of[i], ready, t)
             elif kind is kind_wait:
                 t = self._wait(i, node, ready, t)
             elif kind is kind_view:  # metadata only: never blocks, ready when its source is
@@ -264,7 +277,10 @@ class _Replay:
         self.stream_free[group] = e
         self.comm_by_group[group] = self.comm_by_group.get(group, 0.0) + self.dur[i]
         self.issued.append(i)
-        self.events.append(SimEvent(i, comm_lane(group), s, e))
+        lane = self.lane_names.get(group)
+        if lane is None:
+            lane = self.lane_names[group] = comm_lane(group)
+        self.events.append(SimEvent(i, lane, s, e))
         if self.slowdown != 1.0:
             self.flights.append((s, e))
 
@@ -311,25 +327,24 @@ class _Replay:
             critical_path_us=bounds.critical_path_us,
             peak_memory_bytes=peak,
             events=self.events,
-            collectives=[self._timing(c) for c in self.issued],
+            collectives=self._timings(),
             memory_curve=self._memory_curve(order, curve),
             lower_bounds=bounds,
             compute_slowdown=self.slowdown,
             slowed_compute_us=self.slowed_us,
         )
 
-    def _timing(self, c: int) -> CollectiveTiming:
-        waited = self.first_wait[c] >= 0
-        return CollectiveTiming(
-            node=c,
-            group=stream_of(self.nodes[c]),
-            issue_us=self.issue[c],
-            start_us=self.start[c],
-            end_us=self.end[c],
-            wait_node=self.first_wait[c] if waited else None,
-            wait_start_us=self.first_wait_t[c] if waited else None,
-            exposed_us=self.exposed[c],
-        )
+    def _timings(self) -> list[CollectiveTiming]:
+        """Each issued collective's timing, in issue order."""
+        group, issue, start, end = self.group_of, self.issue, self.start, self.end
+        first_wait, first_wait_t, exposed = self.first_wait, self.first_wait_t, self.exposed
+        out = []
+        for c in self.issued:
+            w = first_wait[c]
+            out.append(CollectiveTiming(c, group[c], issue[c], start[c], end[c],
+                                        w if w >= 0 else None, first_wait_t[c] if w >= 0 else None,
+                                        exposed[c]))
+        return out
 
     def _memory_curve(self, order: Schedule, curve) -> list[tuple[float, int]]:
         """(time, live bytes) at each change of the live bytes along ``order`` (``curve``:

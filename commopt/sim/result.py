@@ -6,6 +6,7 @@ All times are estimates in microseconds from the estimator that produced the dur
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from commopt.sim.bounds import LowerBounds
 
@@ -17,9 +18,10 @@ def comm_lane(group: str) -> str:
     return f"comm:{group}"
 
 
-@dataclass(frozen=True, slots=True)
-class SimEvent:
-    """One node's span on one lane (compute stream or a group's comm stream)."""
+class SimEvent(NamedTuple):
+    """One node's span on one lane (compute stream or a group's comm stream). A named tuple:
+    a simulation of 100k nodes makes ~70k of them, and a tuple is made in half the time of a
+    frozen dataclass."""
 
     node: int
     lane: str
@@ -27,11 +29,11 @@ class SimEvent:
     end_us: float
 
 
-@dataclass(frozen=True, slots=True)
-class CollectiveTiming:
+class CollectiveTiming(NamedTuple):
     """When a collective was issued, ran and was waited for, and what it exposed.
 
     ``exposed_us`` is the time the compute stream sat idle in this collective's wait(s).
+    A named tuple, like :class:`SimEvent` (one per collective of every simulation).
     """
 
     node: int

@@ -118,3 +118,16 @@ def test_an_order_is_checked_once_however_many_passes_return_it(monkeypatch):
     checked.clear()
     PassManager([AllGathersFirst(), Keeps(), Keeps()]).run(g, g.original_order, _ctx(g, 0.1))
     assert checked[1:] == [tuple(g.original_order)] and len(checked) == 2
+
+
+def test_the_passes_caches_of_a_graph_and_its_orders_go_when_the_pipeline_ends():
+    from commopt.passes import _common
+
+    g = _graph()
+    ctx = _ctx(g, 10.0)
+    result = PassManager([AllGathersFirst(), SinkWaits()]).run(g, g.original_order, ctx)
+    # sink-waits made the graph's edge tuples and the passes filled the context's memos
+    assert g not in _common._EDGE_TUPLES
+    assert not ctx._sims and not ctx._fitting
+    # what lives on is in the result; asked again, the context simulates anew, the same
+    assert ctx.simulate(g, result.order) == result.final
