@@ -211,6 +211,13 @@ class Occupancy:
             if flat is None:
                 sets[v] = [start, end]
                 continue
+            top = flat[-1]
+            if top <= start:  # above every range (greedy packing stacks up): no search
+                if top == start:
+                    flat[-1] = end
+                else:
+                    flat += (start, end)
+                continue
             lo = bisect_left(flat, start)
             if lo & 1 and end <= flat[lo]:  # inside one range already
                 held.add((v + slots) >> 1)
