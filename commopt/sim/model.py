@@ -248,7 +248,8 @@ def _releases(graph: Graph, roots: list[int], freeable: bytes,
               hold: bool) -> tuple[list[tuple[int, ...]], list[int]]:
     """:attr:`MemoryModel.releases` and ``uses`` for these freeable storages (cached per
     graph): every (node, storage) use as arrays, the freeable ones kept, sorted and made
-    unique at once (a set per node took a third of a second at 100k nodes)."""
+    unique at once (a set per node took a third of a second at 100k nodes). The models with
+    and without ``hold`` differ only in the waits' entries and share the other tuples."""
     cache = _RELEASES.setdefault(graph, {})
     found = cache.get((freeable, hold))
     if found is not None:
@@ -257,11 +258,19 @@ def _releases(graph: Graph, roots: list[int], freeable: bytes,
     user, storage = _storage_uses(graph, roots, hold)
     keep = np.frombuffer(freeable, dtype=np.uint8).astype(bool)[storage]
     pairs = sorted_unique(user[keep] * max(1, n) + storage[keep])
-    user, storage = pairs // max(1, n), pairs % max(1, n)
-    ends = np.cumsum(np.bincount(user, minlength=n)).tolist()
-    flat = storage.tolist()
-    releases = [tuple(flat[a:b]) for a, b in zip([0, *ends][:n], ends, strict=True)]
-    found = cache[(freeable, hold)] = (releases, np.bincount(storage, minlength=n).tolist())
+    del user, storage, keep
+    bounds = [0, *np.cumsum(np.bincount(pairs // max(1, n), minlength=n)).tolist()]
+    storage = pairs % max(1, n)
+    uses = np.bincount(storage, minlength=n).tolist()
+    names = np.asarray(roots, dtype=object)[storage].tolist()  # the roots' int objects, not new ones
+    other = cache.get((freeable, not hold))
+    if other is None:
+        releases = [tuple(names[a:b]) for a, b in zip(bounds, bounds[1:])]
+    else:  # only the waits' entries differ: the other tuples are shared
+        releases = list(other[0])
+        for w in graph.waits():
+            releases[w] = tuple(names[bounds[w]:bounds[w + 1]])
+    found = cache[(freeable, hold)] = (releases, uses)
     return found
 
 
