@@ -138,28 +138,36 @@ class FootprintBudget:
         persistent parameter slots)."""
         base = estimate_footprint(graph, original, align=align, collective_types=collective_types,
                                   persistent_params=persistent_params)
-        return cls(int(base.peak_bytes * (1.0 + max_memory_increase)), align=align,
-                   collective_types=collective_types, persistent_params=persistent_params, base=base)
+        budget = cls(int(base.peak_bytes * (1.0 + max_memory_increase)), align=align,
+                     collective_types=collective_types, persistent_params=persistent_params, base=base)
+        budget._remember(graph, original, base)  # the passes check the original order first
+        return budget
 
     def footprint(self, graph: Graph, order: Sequence[int]) -> Footprint:
         """The estimated footprint of ``order`` (memoized for the last few orders)."""
-        key = (id(graph), tuple(order))
-        hit = self._seen.get(key)
+        hit = self._seen.get((id(graph), tuple(order)))
         if hit is None:
             hit = estimate_footprint(graph, order, align=self.align,
                                      collective_types=self.collective_types,
                                      persistent_params=self.persistent_params)
-            if len(self._seen) >= 8:
-                del self._seen[next(iter(self._seen))]
-            self._seen[key] = hit
+            self._remember(graph, order, hit)
         return hit
 
+    def _remember(self, graph: Graph, order: Sequence[int], footprint: Footprint) -> None:
+        """Memoize ``order``'s footprint, forgetting the oldest beyond the last few."""
+        if len(self._seen) >= 8:
+            del self._seen[next(iter(self._seen))]
+        self._seen[(id(graph), tuple(order))] = footprint
+
     def raised_to(self, peak_bytes: int) -> FootprintBudget:
-        """This budget, at ``peak_bytes`` where that is more (same options and base)."""
+        """This budget, at ``peak_bytes`` where that is more (same options, base and memoized
+        footprints)."""
         if peak_bytes <= self.budget_bytes:
             return self
-        return FootprintBudget(peak_bytes, align=self.align, collective_types=self.collective_types,
-                               persistent_params=self.persistent_params, base=self.base)
+        raised = FootprintBudget(peak_bytes, align=self.align, collective_types=self.collective_types,
+                                 persistent_params=self.persistent_params, base=self.base)
+        raised._seen.update(self._seen)  # the same options: the same footprints
+        return raised
 
     def peak(self, graph: Graph, order: Sequence[int]) -> int:
         """The estimated footprint's peak bytes of ``order``."""

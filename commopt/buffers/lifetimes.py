@@ -29,7 +29,6 @@ import functools
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain
 
 import numpy as np
 
@@ -42,6 +41,7 @@ from commopt.ir.layout import same_bytes_root
 from commopt.ir.op_registry import overload_names
 from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import has_data_dependent_output
+from commopt.sim.model import input_pairs
 
 #: Collectives the runner runs in place on their output buffer: a producer writing into that
 #: buffer is checked by the runner's generator (commopt.codegen.zero_copy), not planned here, so
@@ -219,7 +219,7 @@ def _sites(graph: Graph) -> _Sites:
     key_ids: dict[tuple[int, int], int] = {}
     for k in keys:
         key_ids.setdefault(k, len(key_ids))
-    touch_node, touch_key = _touches(nodes, np.fromiter(map(key_ids.__getitem__, keys),
+    touch_node, touch_key = _touches(graph, np.fromiter(map(key_ids.__getitem__, keys),
                                                         dtype=np.int64, count=len(keys)))
     sites = []
     for c in graph.collectives():
@@ -249,15 +249,12 @@ def _sites(graph: Graph) -> _Sites:
     return cached
 
 
-def _touches(nodes: list[Node], key_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _touches(graph: Graph, key_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every (node, alias-key id) touch: each node touches its own key and its inputs' keys
     (in no particular order: only the last position per key is asked of them)."""
-    inputs = [node.inputs for node in nodes]
-    counts = np.fromiter(map(len, inputs), dtype=np.int64, count=len(nodes))
-    src = np.fromiter(chain.from_iterable(inputs), dtype=np.int64, count=int(counts.sum()))
-    ids = np.arange(len(nodes), dtype=np.int64)
-    return (np.concatenate([ids, np.repeat(ids, counts)]),
-            np.concatenate([key_id, key_id[src]]))
+    user, source = input_pairs(graph)
+    ids = np.arange(len(graph.nodes), dtype=np.int64)
+    return np.concatenate([ids, user]), np.concatenate([key_id, key_id[source]])
 
 
 def collect_buffers(

@@ -27,6 +27,7 @@ import math
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -203,7 +204,7 @@ def memory_model(graph: Graph, *, padded: bool = False, hold_inputs_until_wait: 
     if cached is not None:
         return cached
     roots, is_input = _storage_facts(graph)
-    alloc = allocation_bytes(graph, roots, padded=padded)
+    alloc = _allocations(graph, padded)
     freeable = bytes(a > 0 and not inp for a, inp in zip(alloc, is_input, strict=True))
     releases, uses = _releases(graph, roots, freeable, hold_inputs_until_wait)
     model = MemoryModel(alloc, roots, releases, uses, is_input)
@@ -223,9 +224,22 @@ def _storage_facts(graph: Graph) -> tuple[list[int], list[bool]]:
     return facts
 
 
+_ALLOCATIONS: dict[bool, weakref.WeakKeyDictionary[Graph, list[int]]] = {
+    padded: weakref.WeakKeyDictionary() for padded in (False, True)}
+
+
+def _allocations(graph: Graph, padded: bool) -> list[int]:
+    """:func:`allocation_bytes` on the graph's storage roots, shared by the models with and
+    without held inputs (cached per graph: a walk of every node's tensors)."""
+    alloc = _ALLOCATIONS[padded].get(graph)
+    if alloc is None:
+        alloc = _ALLOCATIONS[padded][graph] = allocation_bytes(graph, _storage_facts(graph)[0],
+                                                               padded=padded)
+    return alloc
+
+
 #: Per graph, (``releases``, ``uses``) by (freeable storages, hold_inputs_until_wait): the
-#: padded and unpadded models (and those with and without held inputs) mostly name the same
-#: storages.
+#: padded and unpadded models mostly name the same storages.
 _RELEASES: weakref.WeakKeyDictionary[Graph, dict[tuple[bytes, bool], tuple[list, list[int]]]] = (
     weakref.WeakKeyDictionary())
 
@@ -233,33 +247,69 @@ _RELEASES: weakref.WeakKeyDictionary[Graph, dict[tuple[bytes, bool], tuple[list,
 def _releases(graph: Graph, roots: list[int], freeable: bytes,
               hold: bool) -> tuple[list[tuple[int, ...]], list[int]]:
     """:attr:`MemoryModel.releases` and ``uses`` for these freeable storages (cached per
-    graph). With ``hold`` only a wait's entry differs from the one without (its collective's
-    inputs), so the other is derived from it by rebuilding the waits' entries."""
+    graph): every (node, storage) use as arrays, the freeable ones kept, sorted and made
+    unique at once (a set per node took a third of a second at 100k nodes). The models with
+    and without ``hold`` differ only in the waits' entries and share the other tuples."""
     cache = _RELEASES.setdefault(graph, {})
     found = cache.get((freeable, hold))
     if found is not None:
         return found
-    nodes = graph.nodes
+    n = len(graph.nodes)
+    user, storage = _storage_uses(graph, roots, hold)
+    keep = np.frombuffer(freeable, dtype=np.uint8).astype(bool)[storage]
+    pairs = sorted_unique(user[keep] * max(1, n) + storage[keep])
+    del user, storage, keep
+    bounds = [0, *np.cumsum(np.bincount(pairs // max(1, n), minlength=n)).tolist()]
+    storage = pairs % max(1, n)
+    uses = np.bincount(storage, minlength=n).tolist()
+    names = np.asarray(roots, dtype=object)[storage].tolist()  # the roots' int objects, not new ones
     other = cache.get((freeable, not hold))
-    if other is not None:
+    if other is None:
+        releases = [tuple(names[a:b]) for a, b in zip(bounds, bounds[1:])]
+    else:  # only the waits' entries differ: the other tuples are shared
         releases = list(other[0])
         for w in graph.waits():
-            releases[w] = _released(nodes, roots, freeable, nodes[w], hold)
-    else:
-        releases = [_released(nodes, roots, freeable, node, hold) for node in nodes]
-    uses = [0] * len(nodes)
-    for mine in releases:
-        for r in mine:
-            uses[r] += 1
+            releases[w] = tuple(names[bounds[w]:bounds[w + 1]])
     found = cache[(freeable, hold)] = (releases, uses)
     return found
 
 
-def _released(nodes: list[Node], roots: list[int], freeable: bytes, node: Node,
-              hold: bool) -> tuple[int, ...]:
-    """The freeable storages ``node`` uses (its :attr:`MemoryModel.releases` entry)."""
-    rs = [roots[p] for p in node.inputs]
-    rs.append(roots[node.index])
-    if hold and node.wait_of is not None and node.kind is NodeKind.WAIT:
-        rs.extend(roots[p] for p in nodes[node.wait_of].inputs)
-    return tuple(sorted({r for r in rs if freeable[r]}))
+def _storage_uses(graph: Graph, roots: list[int], hold: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Every (node, storage it uses) pair, with repeats: each node uses its inputs' storages
+    and its own, and with ``hold`` a wait also its collective's inputs'."""
+    nodes = graph.nodes
+    root = np.asarray(roots, dtype=np.int64).reshape(len(nodes))
+    user, source = input_pairs(graph)
+    users, storages = [user, np.arange(len(nodes), dtype=np.int64)], [root[source], root]
+    if hold:
+        waits = [(w, node.wait_of) for w in graph.waits()
+                 if (node := nodes[w]).wait_of is not None and node.kind is NodeKind.WAIT]
+        for w, c in waits:
+            held = nodes[c].inputs
+            users.append(np.full(len(held), w, dtype=np.int64))
+            storages.append(root[np.asarray(held, dtype=np.int64)])
+    return np.concatenate(users), np.concatenate(storages)
+
+
+_INPUT_PAIRS: weakref.WeakKeyDictionary[Graph, tuple[np.ndarray, np.ndarray]] = weakref.WeakKeyDictionary()
+
+
+def input_pairs(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """(node, input) for every input of every node, node by node: the data edges as two
+    arrays (cached per graph: the memory model and the buffer lifetimes both walk them)."""
+    pairs = _INPUT_PAIRS.get(graph)
+    if pairs is None:
+        inputs = [node.inputs for node in graph.nodes]
+        counts = np.fromiter(map(len, inputs), dtype=np.int64, count=len(inputs))
+        source = np.fromiter(chain.from_iterable(inputs), dtype=np.int64, count=int(counts.sum()))
+        pairs = _INPUT_PAIRS[graph] = (np.repeat(np.arange(len(inputs), dtype=np.int64), counts), source)
+    return pairs
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """The distinct values, ascending: a sort and a comparison (``np.unique`` hashes
+    integers in numpy 2, several times slower on these arrays)."""
+    values = np.sort(values)
+    if len(values) > 1:
+        values = values[np.concatenate(([True], values[1:] != values[:-1]))]
+    return values

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -156,6 +158,26 @@ def _canonical_nodes(lo: int, hi: int) -> list[int]:
     return nodes
 
 
+def _clique_points(firsts: list[int], lasts: list[int]) -> list[int]:
+    """The leaves of a TimeRanges tree by their definition: each distinct end with a start
+    after the end before it."""
+    ends = sorted(set(lasts))
+    return [e for k, e in enumerate(ends)
+            if any((ends[k - 1] if k else -1) < f <= e for f in firsts)]
+
+
+@given(buffers_strategy)
+def test_two_lifetimes_overlap_exactly_when_they_hold_a_common_clique_point(items):
+    """The segment tree's leaves keep every overlap and make none up."""
+    _, firsts, lasts = _unpack(items)
+    points = _clique_points(firsts, lasts)
+    held = [{p for p in points if f <= p <= la} for f, la in zip(firsts, lasts, strict=True)]
+    for i in range(len(firsts)):
+        for j in range(len(firsts)):
+            overlap = max(firsts[i], firsts[j]) <= min(lasts[i], lasts[j])
+            assert overlap == bool(held[i] & held[j])
+
+
 @given(buffers_strategy)
 def test_time_ranges_read_and_write_the_sets_a_walk_of_each_range_names(items):
     """TimeRanges' per-buffer entries equal those of a plain walk per buffer: agg at the
@@ -165,10 +187,10 @@ def test_time_ranges_read_and_write_the_sets_a_walk_of_each_range_names(items):
     _, firsts, lasts = _unpack(items)
     ranges = TimeRanges(firsts, lasts)
     slots, leaves = ranges.slots, ranges.slots // 2
-    coords = sorted({*firsts, *(la + 1 for la in lasts)})
+    points = _clique_points(firsts, lasts)
     canon, above = [], []
     for f, la in zip(firsts, lasts, strict=True):
-        nodes = _canonical_nodes(coords.index(f) + leaves, coords.index(la + 1) + leaves)
+        nodes = _canonical_nodes(bisect_left(points, f) + leaves, bisect_right(points, la) + leaves)
         canon.append(set(nodes))
         above.append({v >> k for v in nodes for k in range(1, v.bit_length()) if v >> k})
     any_canon = set().union(*canon)

@@ -132,3 +132,22 @@ def test_footprint_estimate_agrees_with_the_buffer_specs_on_corpus_graphs(name):
         for pp in (None, "all"):
             assert estimate_footprint(graph, order, persistent_params=pp) == \
                 _footprint_from_specs(graph, order, DEFAULT_ALIGN_BYTES, pp)
+
+
+def test_footprint_budget_remembers_the_original_order_and_keeps_its_memo_when_raised(monkeypatch):
+    """The budget's base is the original order's footprint, so checking that order computes
+    nothing more; a raised budget (same options) keeps the footprints already computed."""
+    from commopt.buffers import footprint as module
+
+    graph = load_graph(CORPUS / "llama_fsdp.pt2")
+    budget = module.FootprintBudget.for_graph(graph, 0.1, graph.original_order)
+    other = random_topological_order(graph, random.Random(0))
+    budget.footprint(graph, other)
+    calls = []
+    monkeypatch.setattr(module, "estimate_footprint", lambda *a, **k: calls.append(a))
+    assert budget.footprint(graph, graph.original_order) is budget.base
+    raised = budget.raised_to(budget.budget_bytes + 1)
+    assert raised.budget_bytes == budget.budget_bytes + 1
+    assert raised.footprint(graph, other) is budget.footprint(graph, other)
+    assert raised.footprint(graph, graph.original_order) is budget.base
+    assert calls == []
