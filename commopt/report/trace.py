@@ -35,7 +35,7 @@ from typing import Any
 from commopt import atomic
 from commopt.json_lines import compact_encoder
 from commopt.report import tables
-from commopt.schemas.report import CollectiveReport, NodeInfo, OverlapReport, ScheduleReport
+from commopt.schemas.report import CollectiveReport, OverlapReport, ScheduleReport
 
 MEMORY_COUNTER = "live memory"
 #: Category of the zero-length slices that mark an issue and a wait that did not block.
@@ -104,36 +104,48 @@ def _metadata(report: OverlapReport, s: ScheduleReport, pid: int) -> tuple[list[
     return out, tids
 
 
-def _node_args(node: NodeInfo, coll: CollectiveReport | None) -> dict[str, Any]:
+#: A node of the report as the writer reads it: its :class:`NodeInfo` fields' values in
+#: order (name, op, kind, duration_us, bytes, group, collective_type).
+_Node = tuple
+
+
+def _nodes_by_name(report: OverlapReport) -> dict[str, _Node]:
+    """Every node of the report by name, as :data:`_Node` tuples."""
+    return {row[0]: row for row in zip(*report.nodes.columns.values(), strict=True)}
+
+
+def _node_args(node: _Node, coll: CollectiveReport | None) -> dict[str, Any]:
     """The per-node part of a slice's args (op, bytes, group, type; a collective's issue and
     exposed time in this schedule)."""
-    args = {"op": node.op, "bytes": node.bytes}
-    if node.group is not None:
-        args["group"] = node.group
-    if node.collective_type is not None:
-        args["type"] = node.collective_type
+    _, op, _, _, nbytes, group, ctype = node
+    args = {"op": op, "bytes": nbytes}
+    if group is not None:
+        args["group"] = group
+    if ctype is not None:
+        args["type"] = ctype
     if coll is not None:
         args["issue_us"] = round(coll.issue_us, 3)
         args["exposed_us"] = round(coll.exposed_us, 3)
     return args
 
 
-def _node_text(node: NodeInfo, coll: CollectiveReport | None,
+def _node_text(node: _Node, coll: CollectiveReport | None,
                args_of: dict[tuple, str]) -> tuple[str, str]:
     """The text of a node's slice up to ``"ts":`` and from ``"args":`` up to the step.
     ``args_of`` keeps the args text of nodes that are not collectives by what it holds: many
     nodes share op, bytes, group and type."""
-    key = (node.op, node.bytes, node.group, node.collective_type)
+    name, op, kind, _, nbytes, group, ctype = node
+    key = (op, nbytes, group, ctype)
     args = args_of.get(key) if coll is None else None
     if args is None:
         args = ',"args":' + _encode_event(_node_args(node, coll))[:-1] + ',"step":'
         if coll is None:
             args_of[key] = args
-    return f'{{"name":{_str(node.name)},"cat":{_str(node.kind)},"ph":"X","ts":', args
+    return f'{{"name":{_str(name)},"cat":{_str(kind)},"ph":"X","ts":', args
 
 
 def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
-                     info: dict[str, NodeInfo], flow_base: int,
+                     info: dict[str, _Node], flow_base: int,
                      shared: dict[str, tuple[str, str]]) -> list[str]:
     """One schedule's events as trace lines (compact JSON objects), in file order.
     ``shared``: the text of each node that is not a collective (:func:`_node_text`), the same
@@ -161,7 +173,7 @@ def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
 
 
 def _spans(s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
-           info: dict[str, NodeInfo], shared: dict[str, tuple[str, str]], ending: dict[str, str],
+           info: dict[str, _Node], shared: dict[str, tuple[str, str]], ending: dict[str, str],
            compute_tid: int, compute: _Track) -> list[tuple[int, int, bool, str]]:
     """The schedule's timeline spans as sortable lines (thread id, start ns, whether it has
     a duration, line), in event order; the compute thread's spans also go to ``compute``.
@@ -173,10 +185,10 @@ def _spans(s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
     add = out.append
     add_start, add_end = compute.starts.append, compute.ends.append
     decimals = _DECIMALS
-    for e in s.events:
-        name = e.node
-        start = round(e.start_us * 1000.0)  # _ns, inline: this loop runs once per span
-        end = round(e.end_us * 1000.0)
+    cols = s.events.columns
+    for name, lane, row, step, start_us, end_us, exposed in zip(*cols.values(), strict=True):
+        start = round(start_us * 1000.0)  # _ns, inline: this loop runs once per span
+        end = round(end_us * 1000.0)
         if end < start:
             end = start
         dur = end - start
@@ -186,16 +198,16 @@ def _spans(s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
             text = _node_text(info[name], c, args_of)
             if c is None:
                 shared[name] = text
-        tid, at = where[(e.lane, e.row)]
-        if e.exposed:  # the compute stream blocked in a wait
+        tid, at = where[(lane, row)]
+        if exposed:  # the compute stream blocked in a wait
             line = (f'{{"name":{_str(name)},"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":{_num(start)},'
-                    f'"dur":{_num(dur)}{at}' + _exposed_args(info[name], c, text[1], e.step, dur)
+                    f'"dur":{_num(dur)}{at}' + _exposed_args(info[name], c, text[1], step, dur)
                     + ending.get(name, "}"))
         elif 0 <= start and end < _DECIMAL_NS:  # _num, inline
             line = (f'{text[0]}{start // 1000}{decimals[start % 1000]},"dur":{dur // 1000}'
-                    f'{decimals[dur % 1000]}{at}{text[1]}{e.step}}}{ending.get(name, "}")}')
+                    f'{decimals[dur % 1000]}{at}{text[1]}{step}}}{ending.get(name, "}")}')
         else:
-            line = (f'{text[0]}{_num(start)},"dur":{_num(dur)}{at}{text[1]}{e.step}}}'
+            line = (f'{text[0]}{_num(start)},"dur":{_num(dur)}{at}{text[1]}{step}}}'
                     + ending.get(name, "}"))
         if tid == compute_tid:
             add_start(start)
@@ -204,7 +216,7 @@ def _spans(s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
     return out
 
 
-def _exposed_args(node: NodeInfo, coll: CollectiveReport | None, node_args: str, step: int,
+def _exposed_args(node: _Node, coll: CollectiveReport | None, node_args: str, step: int,
                   dur: int) -> str:
     """The args of an exposed wait's slice, from ``"args":``: its node's (``node_args``, the
     text :func:`_node_text` gives), its step and the ``dur`` nanoseconds it blocked."""
@@ -273,7 +285,7 @@ def _head(report: OverlapReport) -> dict[str, Any]:
 def _event_parts(report: OverlapReport) -> Iterator[list[str]]:
     """The trace's event lines, one list per schedule (a writer holds one schedule's at a
     time)."""
-    info = {n.name: n for n in report.nodes}
+    info = _nodes_by_name(report)
     shared: dict[str, tuple[str, str]] = {}
     yield _schedule_events(report, report.before, 1, info, 1, shared)
     if report.after is not None:
