@@ -9,6 +9,7 @@ estimates in microseconds from the estimator named in ``estimator``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
@@ -113,8 +114,7 @@ class RowColumns(Sequence[Any]):
 
     def plain_rows(self) -> list[dict[str, Any]]:
         """The rows as dicts of their fields, in order (what ``model_dump`` gives a row)."""
-        names = tuple(self.columns)
-        return [dict(zip(names, values, strict=True)) for values in zip(*self.columns.values(), strict=True)]
+        return list(map(dict, map(zip, repeat(tuple(self.columns)), zip(*self.columns.values()))))
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:

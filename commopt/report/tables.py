@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import compress
+from typing import NamedTuple
 
 from commopt.ir.graph import ProcessGroup
 from commopt.report import fmt
@@ -14,7 +15,6 @@ from commopt.schemas.report import (
     CollectiveReport,
     GroupInfo,
     OverlapReport,
-    ReportEvent,
     ScheduleReport,
 )
 
@@ -214,18 +214,26 @@ def advice_lines(report: OverlapReport) -> list[str]:
             + ("" if is_single(report) else ", and this is already the reordered schedule")]
 
 
-def blocking_waits(s: ScheduleReport) -> dict[str, ReportEvent]:
+class BlockingWait(NamedTuple):
+    """The exposed span of a wait that blocked the compute stream: its node and start."""
+
+    node: str
+    start_us: float
+
+
+def blocking_waits(s: ScheduleReport) -> dict[str, BlockingWait]:
     """Per collective of ``s`` that blocked the compute stream, the exposed span of its first
     wait (in the schedule's order) that did: the wait a timeline links it to (else its first
     wait)."""
     cols = s.events.columns
-    exposed = {cols["node"][k]: k for k in compress(range(len(s.events)), cols["exposed"])}
-    out: dict[str, ReportEvent] = {}
+    names, starts = cols["node"], cols["start_us"]
+    exposed = {names[k]: k for k in compress(range(len(names)), cols["exposed"])}
+    out: dict[str, BlockingWait] = {}
     for c in s.collectives:
         for w in c.waits:
             k = exposed.get(w)
             if k is not None:
-                out[c.node] = s.events[k]
+                out[c.node] = BlockingWait(w, starts[k])
                 break
     return out
 

@@ -28,9 +28,12 @@ from __future__ import annotations
 import bisect
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
+
+import numpy as np
 
 from commopt import atomic
 from commopt.json_lines import compact_encoder
@@ -186,34 +189,47 @@ def _spans(s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
     add_start, add_end = compute.starts.append, compute.ends.append
     decimals = _DECIMALS
     cols = s.events.columns
-    for name, lane, row, step, start_us, end_us, exposed in zip(*cols.values(), strict=True):
-        start = round(start_us * 1000.0)  # _ns, inline: this loop runs once per span
-        end = round(end_us * 1000.0)
-        if end < start:
-            end = start
+    names = cols["node"]
+    starts, ends = _span_ns(cols["start_us"], cols["end_us"])
+    # looked up for every span at once (a node has one span per schedule, so ``shared``
+    # gains nothing this schedule needs while the loop runs)
+    for name, c, text, (tid, at), step, exposed, start, end, tail in zip(
+            names, map(coll.get, names), map(shared.get, names),
+            map(where.__getitem__, zip(cols["lane"], cols["row"])), cols["step"],
+            cols["exposed"], starts, ends, map(ending.get, names, repeat("}")), strict=True):
         dur = end - start
-        c = coll.get(name)
-        text = shared.get(name) if c is None else None
-        if text is None:
+        if c is not None or text is None:
             text = _node_text(info[name], c, args_of)
             if c is None:
                 shared[name] = text
-        tid, at = where[(lane, row)]
         if exposed:  # the compute stream blocked in a wait
             line = (f'{{"name":{_str(name)},"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":{_num(start)},'
                     f'"dur":{_num(dur)}{at}' + _exposed_args(info[name], c, text[1], step, dur)
-                    + ending.get(name, "}"))
+                    + tail)
         elif 0 <= start and end < _DECIMAL_NS:  # _num, inline
             line = (f'{text[0]}{start // 1000}{decimals[start % 1000]},"dur":{dur // 1000}'
-                    f'{decimals[dur % 1000]}{at}{text[1]}{step}}}{ending.get(name, "}")}')
+                    f'{decimals[dur % 1000]}{at}{text[1]}{step}}}{tail}')
         else:
-            line = (f'{text[0]}{_num(start)},"dur":{_num(dur)}{at}{text[1]}{step}}}'
-                    + ending.get(name, "}"))
+            line = f'{text[0]}{_num(start)},"dur":{_num(dur)}{at}{text[1]}{step}}}{tail}'
         if tid == compute_tid:
             add_start(start)
             add_end(end)
         add((tid, start, end != start, line))
     return out
+
+
+def _span_ns(starts_us: Sequence[float], ends_us: Sequence[float]) -> tuple[list[int], list[int]]:
+    """:func:`_ns` of every span's start and end (an end never before its start), for a
+    whole schedule at once: numpy's ``rint`` rounds half to even as ``round`` does."""
+    starts = np.asarray(starts_us, dtype=np.float64) * 1000.0
+    ends = np.asarray(ends_us, dtype=np.float64) * 1000.0
+    if not (np.all(np.abs(starts) < 2.0**62) and np.all(np.abs(ends) < 2.0**62)):
+        # beyond int64, or not finite: round itself (which refuses what it cannot round)
+        starts_ns = [round(t) for t in starts.tolist()]
+        return starts_ns, [max(round(t), s) for t, s in zip(ends.tolist(), starts_ns, strict=True)]
+    starts = np.rint(starts)
+    return (starts.astype(np.int64).tolist(),
+            np.maximum(np.rint(ends), starts).astype(np.int64).tolist())
 
 
 def _exposed_args(node: _Node, coll: CollectiveReport | None, node_args: str, step: int,
