@@ -84,6 +84,14 @@ class RowColumns(Sequence[Any]):
         rows = list(rows)
         return cls({name: [getattr(r, name) for r in rows] for name in cls.row_model.model_fields})
 
+    @classmethod
+    def from_tuples(cls, rows: Sequence[tuple[Any, ...]]) -> RowColumns:
+        """The columns of ``rows``, each the values of :attr:`row_model`'s fields in order,
+        already of their types (nothing is checked)."""
+        names = list(cls.row_model.model_fields)
+        columns = list(map(list, zip(*rows, strict=True))) if rows else [[] for _ in names]
+        return cls(dict(zip(names, columns, strict=True)))
+
     def __len__(self) -> int:
         return len(next(iter(self.columns.values())))
 
@@ -114,7 +122,7 @@ class RowColumns(Sequence[Any]):
 
     def plain_rows(self) -> list[dict[str, Any]]:
         """The rows as dicts of their fields, in order (what ``model_dump`` gives a row)."""
-        return list(map(dict, map(zip, repeat(tuple(self.columns)), zip(*self.columns.values()))))
+        return list(map(dict, map(zip, repeat(tuple(self.columns)), zip(*self.columns.values(), strict=True))))
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:

@@ -14,8 +14,6 @@ from itertools import compress, repeat
 from operator import add, le, not_, sub
 from typing import Any
 
-from pydantic import BaseModel
-
 from commopt.certificate import certify
 from commopt.errors import GraphError
 from commopt.gc_freeze import collector_paused, freeze_long_lived
@@ -28,7 +26,6 @@ from commopt.schemas.report import (
     EventColumns,
     MemoryPoint,
     NodeColumns,
-    NodeInfo,
     OverlapReport,
     ReportEvent,
     ScheduleReport,
@@ -151,7 +148,7 @@ def build_report(
              "mesh_dim": g.mesh_dim}
             for g in sorted(graph.groups.values(), key=lambda g: g.name)
         ],
-        "nodes": NodeColumns(_transposed(list(node_infos.values()), NodeInfo)),
+        "nodes": NodeColumns.from_tuples(list(node_infos.values())),
         "before": before,
         "after": after,
         "top_exposed": top_names,
@@ -211,12 +208,6 @@ def _simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float])
     from commopt.sim import simulate
 
     return simulate(graph, list(order), list(durations_us))
-
-
-def _transposed(rows: list[tuple], model: type[BaseModel]) -> dict[str, list[Any]]:
-    """The columns of ``rows`` (tuples of ``model``'s fields' values, in order), by field."""
-    columns = list(map(list, zip(*rows, strict=True))) if rows else [[] for _ in model.model_fields]
-    return dict(zip(model.model_fields, columns, strict=True))
 
 
 def _node_info(graph: Graph, i: int, durations_us: Sequence[float]) -> tuple:
@@ -331,7 +322,7 @@ def _lanes(lane_names: list[str],
         spans = by_lane.get(lane, [])
         spans.sort()  # by start, step; steps are unique, so the rest never decides
         if spans:
-            starts, steps, ends, names, exposed = zip(*spans)
+            starts, steps, ends, names, exposed = zip(*spans, strict=True)
             rows, row_count = _rows(starts, ends)
             # summed in span order, as the timeline adds them up
             busy = reduce(add, compress(map(sub, ends, starts), map(not_, exposed)), 0.0)

@@ -95,7 +95,7 @@ def _schedule_data(s: ScheduleReport, index: dict[str, int],
             ends[at:end],
             map(index.__getitem__, cols["node"][at:end]),
             cols["row"][at:end],
-            map(int, cols["exposed"][at:end]))))
+            map(int, cols["exposed"][at:end]), strict=True)))
         at = end
     mem: list[float | int] = []
     for p in s.memory_curve:
@@ -118,7 +118,7 @@ def _schedule_data(s: ScheduleReport, index: dict[str, int],
         [index[c.node] for c in colls], waits,
         fmt.rounded_ms([c.issue_us for c in colls]), fmt.rounded_ms([c.start_us for c in colls]),
         fmt.rounded_ms([c.end_us for c in colls]),
-        [-1 if t is None else next(rounded_known) for t in wait_times])))
+        [-1 if t is None else next(rounded_known) for t in wait_times], strict=True)))
     return {
         "label": s.label,
         "makespan_us": _r(s.makespan_us),

@@ -195,7 +195,7 @@ def _spans(s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
     # gains nothing this schedule needs while the loop runs)
     for name, c, text, (tid, at), step, exposed, start, end, tail in zip(
             names, map(coll.get, names), map(shared.get, names),
-            map(where.__getitem__, zip(cols["lane"], cols["row"])), cols["step"],
+            map(where.__getitem__, zip(cols["lane"], cols["row"], strict=True)), cols["step"],
             cols["exposed"], starts, ends, map(ending.get, names, repeat("}")), strict=True):
         dur = end - start
         if c is not None or text is None:
