@@ -8,9 +8,12 @@ estimates in microseconds from the estimator named in ``estimator``.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 from commopt.schemas.summary import Certificate, DataDependentSizes, MemoryFootprint, Robustness
 
@@ -54,6 +57,99 @@ class ReportEvent(_Model):
     start_us: float
     end_us: float
     exposed: bool = Field(default=False, description="a wait span: compute idle on communication")
+
+
+class RowColumns(Sequence[Any]):
+    """Many rows of one model (:attr:`row_model`) kept column by column: one list per field.
+
+    A 100,000-node report holds about 190,000 events and 80,000 nodes; as models they cost
+    about 1 KiB each and are read back one attribute at a time. Here each row costs a
+    reference per field (the values are the builder's own objects), the builder fills the
+    columns at once and the writers read them with ``zip``. As a field of a model it reads
+    and writes exactly the JSON of ``list[row_model]`` (the same schema, validation and
+    bytes); indexing or iterating gives the row models, made on demand.
+    """
+
+    row_model: ClassVar[type[BaseModel]]
+    __slots__ = ("columns",)
+
+    def __init__(self, columns: dict[str, list[Any]]) -> None:
+        """``columns``: every field of :attr:`row_model`, in its order, each a list of values
+        already of the field's type, all of one length (nothing is checked or copied)."""
+        self.columns = columns
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[BaseModel]) -> RowColumns:
+        """The columns of ``rows`` (instances of :attr:`row_model`)."""
+        rows = list(rows)
+        return cls({name: [getattr(r, name) for r in rows] for name in cls.row_model.model_fields})
+
+    @classmethod
+    def from_tuples(cls, rows: Sequence[tuple[Any, ...]]) -> RowColumns:
+        """The columns of ``rows``, each the values of :attr:`row_model`'s fields in order,
+        already of their types (nothing is checked)."""
+        names = list(cls.row_model.model_fields)
+        columns = list(map(list, zip(*rows, strict=True))) if rows else [[] for _ in names]
+        return cls(dict(zip(names, columns, strict=True)))
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values())))
+
+    def __getitem__(self, k):  # type: ignore[override]
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        return self.row_model.model_construct(**{name: col[k] for name, col in self.columns.items()})
+
+    def __iter__(self) -> Iterator[BaseModel]:
+        names = tuple(self.columns)
+        make = self.row_model.model_construct
+        for values in zip(*self.columns.values(), strict=True):
+            yield make(**dict(zip(names, values, strict=True)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RowColumns):
+            return self.row_model is other.row_model and all(
+                list(a) == list(b) for a, b in zip(self.columns.values(), other.columns.values(),
+                                                   strict=True))
+        if isinstance(other, list):
+            return list(self) == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} rows)"
+
+    def plain_rows(self) -> list[dict[str, Any]]:
+        """The rows as dicts of their fields, in order (what ``model_dump`` gives a row)."""
+        return list(map(dict, map(zip, repeat(tuple(self.columns)), zip(*self.columns.values(), strict=True))))
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        """Validated as ``list[row_model]`` (an instance is taken as it is), dumped as its
+        rows' dicts: the JSON, its schema and the dumped data are those of the list."""
+        rows = handler.generate_schema(list[cls.row_model])  # type: ignore[name-defined]
+        from_rows = core_schema.no_info_after_validator_function(cls.from_rows, rows)
+        return core_schema.json_or_python_schema(
+            json_schema=from_rows,
+            python_schema=core_schema.union_schema([core_schema.is_instance_schema(cls), from_rows]),
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                cls.plain_rows, return_schema=core_schema.list_schema(core_schema.any_schema())),
+        )
+
+
+class EventColumns(RowColumns):
+    """The events of one schedule (:class:`ReportEvent`), column by column."""
+
+    row_model = ReportEvent
+    __slots__ = ()
+
+
+class NodeColumns(RowColumns):
+    """The nodes of a report (:class:`NodeInfo`), column by column."""
+
+    row_model = NodeInfo
+    __slots__ = ()
 
 
 class MemoryPoint(_Model):
@@ -133,7 +229,7 @@ class ScheduleReport(_Model):
     critical_path_us: float
     peak_memory_bytes: int
     lanes: list[LaneInfo]
-    events: list[ReportEvent]
+    events: EventColumns
     collectives: list[CollectiveReport]
     memory_curve: list[MemoryPoint] = Field(
         description="downsampled to a bounded number of points; each bucket keeps its peak"
@@ -160,7 +256,7 @@ class OverlapReport(_Model):
     world_size: int | None
     estimator: str = Field(description="estimator chain that produced every duration")
     groups: list[GroupInfo]
-    nodes: list[NodeInfo] = Field(description="every node that appears on a timeline")
+    nodes: NodeColumns = Field(description="every node that appears on a timeline")
     before: ScheduleReport
     after: ScheduleReport | None
     top_exposed: list[str] = Field(

@@ -9,6 +9,9 @@ graph again: the report is the whole picture.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import reduce
+from itertools import compress, repeat
+from operator import add, le, not_, sub
 from typing import Any
 
 from commopt.certificate import certify
@@ -20,8 +23,9 @@ from commopt.report.explain import advise, explain_exposed
 from commopt.report.trusted import maker
 from commopt.schemas.report import (
     CollectiveReport,
+    EventColumns,
     MemoryPoint,
-    NodeInfo,
+    NodeColumns,
     OverlapReport,
     ReportEvent,
     ScheduleReport,
@@ -44,8 +48,6 @@ _HIDDEN_KINDS = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW)
 _Span = tuple[float, int, float, str, bool]
 _KIND_LABEL = {k: k.label for k in NodeKind}
 # the report's many rows are valid by construction (every value converted here)
-_event = maker(ReportEvent)
-_node = maker(NodeInfo)
 _collective = maker(CollectiveReport)
 _memory_point = maker(MemoryPoint)
 
@@ -146,7 +148,7 @@ def build_report(
              "mesh_dim": g.mesh_dim}
             for g in sorted(graph.groups.values(), key=lambda g: g.name)
         ],
-        "nodes": list(node_infos.values()),
+        "nodes": NodeColumns.from_tuples(list(node_infos.values())),
         "before": before,
         "after": after,
         "top_exposed": top_names,
@@ -162,9 +164,9 @@ def build_report(
 
 
 def _used_nodes(graph: Graph, sims: Sequence[SimResult],
-                durations_us: Sequence[float]) -> dict[str, NodeInfo]:
-    """Node name -> the report's entry, for the nodes the timelines of ``sims`` show, in
-    index order."""
+                durations_us: Sequence[float]) -> dict[str, tuple]:
+    """Node name -> the report's entry (its :class:`NodeInfo` fields' values, in order), for
+    the nodes the timelines of ``sims`` show, in index order."""
     used = bytearray(len(graph))
     for sim in sims:
         for ev in sim.events:
@@ -208,7 +210,8 @@ def _simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float])
     return simulate(graph, list(order), list(durations_us))
 
 
-def _node_info(graph: Graph, i: int, durations_us: Sequence[float]) -> NodeInfo:
+def _node_info(graph: Graph, i: int, durations_us: Sequence[float]) -> tuple:
+    """The values of node ``i``'s :class:`NodeInfo`, in field order."""
     node = graph.nodes[i]
     coll = node.collective
     group = None
@@ -219,15 +222,9 @@ def _node_info(graph: Graph, i: int, durations_us: Sequence[float]) -> NodeInfo:
         src = graph.nodes[node.wait_of].collective
         if src is not None:
             group, ctype = src.group, src.type
-    return _node({
-        "name": node.name,
-        "op": node.op,
-        "kind": _KIND_LABEL[node.kind],
-        "duration_us": 0.0 if node.kind is NodeKind.WAIT else float(durations_us[i]),
-        "bytes": int(coll.bytes if coll is not None else node.nbytes),
-        "group": group,
-        "collective_type": ctype,
-    })
+    return (node.name, node.op, _KIND_LABEL[node.kind],
+            0.0 if node.kind is NodeKind.WAIT else float(durations_us[i]),
+            int(coll.bytes if coll is not None else node.nbytes), group, ctype)
 
 
 def _schedule(graph: Graph, order: Schedule, sim: SimResult, label: str) -> dict[str, Any]:
@@ -316,36 +313,51 @@ def _collectives(graph: Graph, order: Schedule, sim: SimResult) -> list[dict[str
 
 
 def _lanes(lane_names: list[str],
-           by_lane: dict[str, list[_Span]]) -> tuple[list[dict[str, Any]], list[ReportEvent]]:
+           by_lane: dict[str, list[_Span]]) -> tuple[list[dict[str, Any]], EventColumns]:
     """The plain data of the lanes named ``lane_names`` and their events, lane by lane,
     each lane's by start and step: a span goes to the first row of its lane free by then."""
     lanes: list[dict[str, Any]] = []
-    events: list[ReportEvent] = []
-    add, event = events.append, _event  # bound once: the loop runs once per span
-    eps = 1e-9
+    columns: dict[str, list[Any]] = {name: [] for name in ReportEvent.model_fields}
     for lane in lane_names:
         spans = by_lane.get(lane, [])
         spans.sort()  # by start, step; steps are unique, so the rest never decides
-        row_ends: list[float] = []
-        busy = 0.0
-        for start, step, end, name, exposed in spans:
-            if row_ends and row_ends[0] <= start + eps:  # the common case: one row per lane
-                row_ends[0] = end
-                row = 0
-            else:
-                row = next((k for k, e in enumerate(row_ends) if e <= start + eps), len(row_ends))
-                if row == len(row_ends):
-                    row_ends.append(end)
-                else:
-                    row_ends[row] = end
-            if not exposed:
-                busy += end - start
-            add(event({"node": name, "lane": lane, "row": row, "step": step,
-                       "start_us": start, "end_us": end, "exposed": exposed}))
+        if spans:
+            starts, steps, ends, names, exposed = zip(*spans, strict=True)
+            rows, row_count = _rows(starts, ends)
+            # summed in span order, as the timeline adds them up
+            busy = reduce(add, compress(map(sub, ends, starts), map(not_, exposed)), 0.0)
+            for name, values in (("node", names), ("lane", [lane] * len(spans)), ("row", rows),
+                                 ("step", steps), ("start_us", starts), ("end_us", ends),
+                                 ("exposed", exposed)):
+                columns[name] += values
+        else:
+            row_count, busy = 0, 0.0
         group = None if lane == COMPUTE_LANE else lane.split(":", 1)[1]
-        lanes.append({"name": lane, "group": group, "rows": max(1, len(row_ends)),
+        lanes.append({"name": lane, "group": group, "rows": max(1, row_count),
                       "events": len(spans), "busy_us": busy})
-    return lanes, events
+    return lanes, EventColumns(columns)
+
+
+#: Spans closer than this (microseconds) do not overlap: float noise of the simulation.
+_ROW_EPS = 1e-9
+
+
+def _rows(starts: Sequence[float], ends: Sequence[float]) -> tuple[list[int], int]:
+    """The sub-row of each span of one lane (by start, then step) and how many rows there
+    are: each span goes to the first row free by its start."""
+    # the common case, a lane whose spans never overlap: one row
+    if all(map(le, ends, map(add, starts[1:], repeat(_ROW_EPS)))):
+        return [0] * len(starts), 1
+    row_ends: list[float] = []
+    rows: list[int] = []
+    for start, end in zip(starts, ends, strict=True):
+        row = next((k for k, e in enumerate(row_ends) if e <= start + _ROW_EPS), len(row_ends))
+        if row == len(row_ends):
+            row_ends.append(end)
+        else:
+            row_ends[row] = end
+        rows.append(row)
+    return rows, len(row_ends)
 
 
 def downsample_peaks(points: Sequence[tuple[float, int]], limit: int) -> list[tuple[float, int]]:

@@ -20,6 +20,7 @@ import html
 import json
 import os
 from importlib import resources
+from itertools import chain, groupby
 from typing import Any
 
 from commopt import atomic
@@ -57,15 +58,16 @@ GLOSSARY = [
 def report_data(report: OverlapReport) -> dict[str, Any]:
     """The plain data the page's script draws: node table, lanes of flat event arrays,
     each schedule's collective-to-wait links."""
-    index = {n.name: k for k, n in enumerate(report.nodes)}
-    ops = sorted({n.op for n in report.nodes})
+    cols = report.nodes.columns
+    index = {name: k for k, name in enumerate(cols["name"])}
+    ops = sorted(set(cols["op"]))
     op_index = {op: k for k, op in enumerate(ops)}
     nodes = {
-        "name": [n.name for n in report.nodes],
-        "op": [op_index[n.op] for n in report.nodes],
-        "kind": [_KIND_CODE.get(n.kind, 0) for n in report.nodes],
-        "bytes": [n.bytes for n in report.nodes],
-        "group": [n.group or "" for n in report.nodes],
+        "name": list(cols["name"]),
+        "op": list(map(op_index.__getitem__, cols["op"])),
+        "kind": [_KIND_CODE.get(kind, 0) for kind in cols["kind"]],
+        "bytes": list(cols["bytes"]),
+        "group": [group or "" for group in cols["group"]],
     }
     schedules = [report.before] + ([report.after] if report.after is not None else [])
     titles = tables.lane_titles(report)
@@ -82,22 +84,41 @@ def report_data(report: OverlapReport) -> dict[str, Any]:
 def _schedule_data(s: ScheduleReport, index: dict[str, int],
                    titles: dict[str, str]) -> dict[str, Any]:
     by_lane: dict[str, list[float | int]] = {lane.name: [] for lane in s.lanes}
-    for e in s.events:  # already sorted by lane, start, step
-        by_lane[e.lane].extend((round(e.start_us, 3), round(e.end_us, 3), index[e.node], e.row,
-                                1 if e.exposed else 0))
+    cols = s.events.columns
+    starts, ends = fmt.rounded_ms(cols["start_us"]), fmt.rounded_ms(cols["end_us"])
+    at = 0
+    for lane, run in groupby(cols["lane"]):  # the events are sorted by lane, start, step
+        end = at + sum(1 for _ in run)
+        # per event: start, end, node index, row, exposed (0/1)
+        by_lane[lane].extend(chain.from_iterable(zip(
+            starts[at:end],
+            ends[at:end],
+            map(index.__getitem__, cols["node"][at:end]),
+            cols["row"][at:end],
+            map(int, cols["exposed"][at:end]), strict=True)))
+        at = end
     mem: list[float | int] = []
     for p in s.memory_curve:
         mem.extend((round(p.time_us, 3), p.live_bytes))
     # collective node, its wait node (-1: none), issue, start, end, wait time (-1: none)
     blocking = tables.blocking_waits(s)
-    links: list[float | int] = []
-    for c in s.collectives:
+    colls = s.collectives
+    waits: list[int] = []
+    wait_times: list[float | None] = []
+    for c in colls:
         wait, wait_us = c.wait, c.wait_start_us
         hit = blocking.get(c.node)
         if hit is not None:
             wait, wait_us = hit.node, hit.start_us
-        links.extend((index[c.node], index[wait] if wait in index else -1, _r(c.issue_us),
-                      _r(c.start_us), _r(c.end_us), _r(wait_us) if wait_us is not None else -1))
+        waits.append(index[wait] if wait in index else -1)
+        wait_times.append(wait_us)
+    known = [t for t in wait_times if t is not None]
+    rounded_known = iter(fmt.rounded_ms(known))
+    links = list(chain.from_iterable(zip(
+        [index[c.node] for c in colls], waits,
+        fmt.rounded_ms([c.issue_us for c in colls]), fmt.rounded_ms([c.start_us for c in colls]),
+        fmt.rounded_ms([c.end_us for c in colls]),
+        [-1 if t is None else next(rounded_known) for t in wait_times], strict=True)))
     return {
         "label": s.label,
         "makespan_us": _r(s.makespan_us),

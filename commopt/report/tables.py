@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import compress
-from operator import attrgetter
+from typing import NamedTuple
 
 from commopt.ir.graph import ProcessGroup
 from commopt.report import fmt
@@ -15,7 +15,6 @@ from commopt.schemas.report import (
     CollectiveReport,
     GroupInfo,
     OverlapReport,
-    ReportEvent,
     ScheduleReport,
 )
 
@@ -215,21 +214,28 @@ def advice_lines(report: OverlapReport) -> list[str]:
             + ("" if is_single(report) else ", and this is already the reordered schedule")]
 
 
-def blocking_waits(s: ScheduleReport) -> dict[str, ReportEvent]:
+class BlockingWait(NamedTuple):
+    """The exposed span of a wait that blocked the compute stream: its node and start."""
+
+    node: str
+    start_us: float
+
+
+def blocking_waits(s: ScheduleReport) -> dict[str, BlockingWait]:
     """Per collective of ``s`` that blocked the compute stream, the exposed span of its first
     wait (in the schedule's order) that did: the wait a timeline links it to (else its first
     wait)."""
-    exposed = {e.node: e for e in compress(s.events, map(_EXPOSED, s.events))}
-    out: dict[str, ReportEvent] = {}
+    cols = s.events.columns
+    names, starts = cols["node"], cols["start_us"]
+    exposed = {names[k]: k for k in compress(range(len(names)), cols["exposed"])}
+    out: dict[str, BlockingWait] = {}
     for c in s.collectives:
         for w in c.waits:
-            if w in exposed:
-                out[c.node] = exposed[w]
+            k = exposed.get(w)
+            if k is not None:
+                out[c.node] = BlockingWait(w, starts[k])
                 break
     return out
-
-
-_EXPOSED = attrgetter("exposed")
 
 
 def top_exposed(report: OverlapReport) -> list[CollectiveReport]:
@@ -281,10 +287,12 @@ def timeline(schedule: ScheduleReport, groups: list[str], limit: int = 0, *,
     and are left out.
     """
     rows: dict[int, tuple[float, float, str]] = {}
-    for e in schedule.events:
-        if e.lane == "compute":
-            what = f"{e.node} (exposed wait)" if e.exposed else e.node
-            rows[e.step] = (e.start_us, e.end_us, what)
+    cols = schedule.events.columns
+    for node, lane, step, start, end, exposed in zip(
+            cols["node"], cols["lane"], cols["step"], cols["start_us"], cols["end_us"],
+            cols["exposed"], strict=True):
+        if lane == "compute":
+            rows[step] = (start, end, f"{node} (exposed wait)" if exposed else node)
     spans: list[tuple[int, int, str, str]] = []
     for c in schedule.collectives:
         on = titles.get(c.group, c.group) if titles else c.group

@@ -28,14 +28,17 @@ from __future__ import annotations
 import bisect
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
+
+import numpy as np
 
 from commopt import atomic
 from commopt.json_lines import compact_encoder
 from commopt.report import tables
-from commopt.schemas.report import CollectiveReport, NodeInfo, OverlapReport, ScheduleReport
+from commopt.schemas.report import CollectiveReport, OverlapReport, ScheduleReport
 
 MEMORY_COUNTER = "live memory"
 #: Category of the zero-length slices that mark an issue and a wait that did not block.
@@ -104,36 +107,48 @@ def _metadata(report: OverlapReport, s: ScheduleReport, pid: int) -> tuple[list[
     return out, tids
 
 
-def _node_args(node: NodeInfo, coll: CollectiveReport | None) -> dict[str, Any]:
+#: A node of the report as the writer reads it: its :class:`NodeInfo` fields' values in
+#: order (name, op, kind, duration_us, bytes, group, collective_type).
+_Node = tuple
+
+
+def _nodes_by_name(report: OverlapReport) -> dict[str, _Node]:
+    """Every node of the report by name, as :data:`_Node` tuples."""
+    return {row[0]: row for row in zip(*report.nodes.columns.values(), strict=True)}
+
+
+def _node_args(node: _Node, coll: CollectiveReport | None) -> dict[str, Any]:
     """The per-node part of a slice's args (op, bytes, group, type; a collective's issue and
     exposed time in this schedule)."""
-    args = {"op": node.op, "bytes": node.bytes}
-    if node.group is not None:
-        args["group"] = node.group
-    if node.collective_type is not None:
-        args["type"] = node.collective_type
+    _, op, _, _, nbytes, group, ctype = node
+    args = {"op": op, "bytes": nbytes}
+    if group is not None:
+        args["group"] = group
+    if ctype is not None:
+        args["type"] = ctype
     if coll is not None:
         args["issue_us"] = round(coll.issue_us, 3)
         args["exposed_us"] = round(coll.exposed_us, 3)
     return args
 
 
-def _node_text(node: NodeInfo, coll: CollectiveReport | None,
+def _node_text(node: _Node, coll: CollectiveReport | None,
                args_of: dict[tuple, str]) -> tuple[str, str]:
     """The text of a node's slice up to ``"ts":`` and from ``"args":`` up to the step.
     ``args_of`` keeps the args text of nodes that are not collectives by what it holds: many
     nodes share op, bytes, group and type."""
-    key = (node.op, node.bytes, node.group, node.collective_type)
+    name, op, kind, _, nbytes, group, ctype = node
+    key = (op, nbytes, group, ctype)
     args = args_of.get(key) if coll is None else None
     if args is None:
         args = ',"args":' + _encode_event(_node_args(node, coll))[:-1] + ',"step":'
         if coll is None:
             args_of[key] = args
-    return f'{{"name":{_str(node.name)},"cat":{_str(node.kind)},"ph":"X","ts":', args
+    return f'{{"name":{_str(name)},"cat":{_str(kind)},"ph":"X","ts":', args
 
 
 def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
-                     info: dict[str, NodeInfo], flow_base: int,
+                     info: dict[str, _Node], flow_base: int,
                      shared: dict[str, tuple[str, str]]) -> list[str]:
     """One schedule's events as trace lines (compact JSON objects), in file order.
     ``shared``: the text of each node that is not a collective (:func:`_node_text`), the same
@@ -161,7 +176,7 @@ def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
 
 
 def _spans(s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
-           info: dict[str, NodeInfo], shared: dict[str, tuple[str, str]], ending: dict[str, str],
+           info: dict[str, _Node], shared: dict[str, tuple[str, str]], ending: dict[str, str],
            compute_tid: int, compute: _Track) -> list[tuple[int, int, bool, str]]:
     """The schedule's timeline spans as sortable lines (thread id, start ns, whether it has
     a duration, line), in event order; the compute thread's spans also go to ``compute``.
@@ -173,30 +188,29 @@ def _spans(s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
     add = out.append
     add_start, add_end = compute.starts.append, compute.ends.append
     decimals = _DECIMALS
-    for e in s.events:
-        name = e.node
-        start = round(e.start_us * 1000.0)  # _ns, inline: this loop runs once per span
-        end = round(e.end_us * 1000.0)
-        if end < start:
-            end = start
+    cols = s.events.columns
+    names = cols["node"]
+    starts, ends = _span_ns(cols["start_us"], cols["end_us"])
+    # looked up for every span at once (a node has one span per schedule, so ``shared``
+    # gains nothing this schedule needs while the loop runs)
+    for name, c, text, (tid, at), step, exposed, start, end, tail in zip(
+            names, map(coll.get, names), map(shared.get, names),
+            map(where.__getitem__, zip(cols["lane"], cols["row"], strict=True)), cols["step"],
+            cols["exposed"], starts, ends, map(ending.get, names, repeat("}")), strict=True):
         dur = end - start
-        c = coll.get(name)
-        text = shared.get(name) if c is None else None
-        if text is None:
+        if c is not None or text is None:
             text = _node_text(info[name], c, args_of)
             if c is None:
                 shared[name] = text
-        tid, at = where[(e.lane, e.row)]
-        if e.exposed:  # the compute stream blocked in a wait
+        if exposed:  # the compute stream blocked in a wait
             line = (f'{{"name":{_str(name)},"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":{_num(start)},'
-                    f'"dur":{_num(dur)}{at}' + _exposed_args(info[name], c, text[1], e.step, dur)
-                    + ending.get(name, "}"))
+                    f'"dur":{_num(dur)}{at}' + _exposed_args(info[name], c, text[1], step, dur)
+                    + tail)
         elif 0 <= start and end < _DECIMAL_NS:  # _num, inline
             line = (f'{text[0]}{start // 1000}{decimals[start % 1000]},"dur":{dur // 1000}'
-                    f'{decimals[dur % 1000]}{at}{text[1]}{e.step}}}{ending.get(name, "}")}')
+                    f'{decimals[dur % 1000]}{at}{text[1]}{step}}}{tail}')
         else:
-            line = (f'{text[0]}{_num(start)},"dur":{_num(dur)}{at}{text[1]}{e.step}}}'
-                    + ending.get(name, "}"))
+            line = f'{text[0]}{_num(start)},"dur":{_num(dur)}{at}{text[1]}{step}}}{tail}'
         if tid == compute_tid:
             add_start(start)
             add_end(end)
@@ -204,7 +218,21 @@ def _spans(s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
     return out
 
 
-def _exposed_args(node: NodeInfo, coll: CollectiveReport | None, node_args: str, step: int,
+def _span_ns(starts_us: Sequence[float], ends_us: Sequence[float]) -> tuple[list[int], list[int]]:
+    """:func:`_ns` of every span's start and end (an end never before its start), for a
+    whole schedule at once: numpy's ``rint`` rounds half to even as ``round`` does."""
+    starts = np.asarray(starts_us, dtype=np.float64) * 1000.0
+    ends = np.asarray(ends_us, dtype=np.float64) * 1000.0
+    if not (np.all(np.abs(starts) < 2.0**62) and np.all(np.abs(ends) < 2.0**62)):
+        # beyond int64, or not finite: round itself (which refuses what it cannot round)
+        starts_ns = [round(t) for t in starts.tolist()]
+        return starts_ns, [max(round(t), s) for t, s in zip(ends.tolist(), starts_ns, strict=True)]
+    starts = np.rint(starts)
+    return (starts.astype(np.int64).tolist(),
+            np.maximum(np.rint(ends), starts).astype(np.int64).tolist())
+
+
+def _exposed_args(node: _Node, coll: CollectiveReport | None, node_args: str, step: int,
                   dur: int) -> str:
     """The args of an exposed wait's slice, from ``"args":``: its node's (``node_args``, the
     text :func:`_node_text` gives), its step and the ``dur`` nanoseconds it blocked."""
@@ -273,7 +301,7 @@ def _head(report: OverlapReport) -> dict[str, Any]:
 def _event_parts(report: OverlapReport) -> Iterator[list[str]]:
     """The trace's event lines, one list per schedule (a writer holds one schedule's at a
     time)."""
-    info = {n.name: n for n in report.nodes}
+    info = _nodes_by_name(report)
     shared: dict[str, tuple[str, str]] = {}
     yield _schedule_events(report, report.before, 1, info, 1, shared)
     if report.after is not None:

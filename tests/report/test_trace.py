@@ -27,6 +27,7 @@ from commopt.report.trace import (
     ISSUE_CAT,
     _exposed_args,
     _node_text,
+    _nodes_by_name,
     _num,
     _us,
     dumps_trace,
@@ -225,16 +226,16 @@ def _args(body: str, step: int) -> dict:
 
 def test_nodes_share_args_text_but_not_names_or_collective_times():
     r = _report()
-    info = {n.name: n for n in r.nodes}
+    info = _nodes_by_name(r)
     ag_a = next(c for c in r.after.collectives if c.node == "ag_a")
     args_of: dict = {}
-    twin = info["ag_a"].model_copy(update={"name": "twin", "kind": "compute"})
+    twin = ("twin", info["ag_a"][1], "compute", *info["ag_a"][3:])
     head_a, body_a = _node_text(twin, None, args_of)
     head_b, body_b = _node_text(info["ag_a"], None, args_of)
     assert body_a is body_b and head_a != head_b  # the same op, bytes, group and type
     assert json.loads(head_a + "0}") == {"name": "twin", "cat": "compute", "ph": "X", "ts": 0}
     assert _args(body_b, 3) == {"op": "_c10d_functional.all_gather_into_tensor.default",
-                                "bytes": info["ag_a"].bytes, "group": "dp", "type": "all_gather",
+                                "bytes": info["ag_a"][4], "group": "dp", "type": "all_gather",
                                 "step": 3}
     # a collective's args hold its times in this schedule, whatever another node cached
     assert _args(_node_text(info["ag_a"], ag_a, args_of)[1], 3) == {
@@ -243,18 +244,19 @@ def test_nodes_share_args_text_but_not_names_or_collective_times():
 
 def test_exposed_wait_args_are_the_json_of_its_node_args_step_and_blocked_time():
     r = _report()
-    info = {n.name: n for n in r.nodes}
-    wait = info["ag_b_wait"]
+    nodes = {n.name: n for n in r.nodes}
+    info = _nodes_by_name(r)
+    wait, wait_info = info["ag_b_wait"], nodes["ag_b_wait"]
     body = _node_text(wait, None, {})[1]
     assert _exposed_args(wait, None, body, 7, 1500) == ',"args":' + json.dumps(
-        {"op": wait.op, "bytes": wait.bytes, "group": "dp", "type": "all_gather", "step": 7,
+        {"op": wait_info.op, "bytes": wait_info.bytes, "group": "dp", "type": "all_gather", "step": 7,
          "exposed_us": 1.5}, separators=(",", ":"))
     # a collective's own exposed_us is replaced where it stands, not repeated
     ag_b = next(c for c in r.after.collectives if c.node == "ag_b")
     node = info["ag_b"]
     body = _node_text(node, ag_b, {})[1]
     assert _exposed_args(node, ag_b, body, 7, 2000) == ',"args":' + json.dumps(
-        {"op": node.op, "bytes": node.bytes, "group": "dp", "type": "all_gather",
+        {"op": nodes["ag_b"].op, "bytes": nodes["ag_b"].bytes, "group": "dp", "type": "all_gather",
          "issue_us": ag_b.issue_us, "exposed_us": 2, "step": 7}, separators=(",", ":"))
 
 
