@@ -25,7 +25,6 @@ sized by an assumed value could be too small, so the runner allocates it fresh e
 
 from __future__ import annotations
 
-import functools
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from commopt.errors import GraphError, OptionError, suggest
 from commopt.ir.args import iter_refs
 from commopt.ir.graph import COLLECTIVE_TYPES, CollectiveInfo, Graph, Node, NodeKind, TensorMeta
 from commopt.ir.layout import same_bytes_root
-from commopt.ir.op_registry import overload_names
+from commopt.ir.out_variants import write_mode
 from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import has_data_dependent_output
 from commopt.sim.model import input_pairs
@@ -470,24 +469,11 @@ def _sharing(graph: Graph, wanted: frozenset[str] | None,
 
 def _may_write_in_place(value: Node) -> bool:
     """Zero-copy, as far as no order decides it: the value is the only output of a compute op
-    with an out= variant (not a graph input, a view, an in-place or side-effecting op)."""
+    (not a graph input, a view, an in-place or side-effecting op) that can write into a
+    buffer the way the runner makes it do (:func:`commopt.ir.out_variants.write_mode`: its
+    ``.out`` overload taking the node's arguments, or a cast done by ``copy_``)."""
     if value.kind is not NodeKind.COMPUTE:
         return False
     if len(value.outputs) != 1 or value.mutates or value.side_effect or value.rng or value.alias_of is not None:
         return False
-    return has_out_variant(value.op)
-
-
-@functools.lru_cache(maxsize=4096)
-def has_out_variant(op: str) -> bool:
-    """Whether the operator overload named ``op`` (``'aten.mm.default'``) has an out= overload.
-
-    Asks torch's operator registry (:func:`commopt.ir.op_registry.overload_names`: its
-    snapshot, without importing torch, where one matches the installed version); unknown
-    ops give False.
-    """
-    parts = op.split(".")
-    if len(parts) < 2 or not all(p.isidentifier() for p in parts):
-        return False
-    overloads = overload_names(f"{parts[0]}.{parts[1]}")
-    return overloads is not None and any(o == "out" or o.endswith("_out") for o in overloads)
+    return write_mode(value) is not None

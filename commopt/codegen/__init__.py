@@ -17,7 +17,7 @@ per rank. ``--dump-outputs`` writes the flat output list the same way.
 
 Modules: :mod:`.names` (sanitizing), :mod:`.spec` (the plain-data :class:`RunnerModel`),
 :mod:`.model` (building it: groups, inputs, checks), :mod:`.slots` (the buffer plan's views),
-:mod:`.out_variants` and :mod:`.zero_copy` (which producers write into their buffer, and how),
+:mod:`.zero_copy` (which producers write into their buffer; :mod:`commopt.ir.out_variants` how),
 :mod:`.lowering` (what each node of an order becomes), :mod:`.render` (pasting the model into
 the template).
 """

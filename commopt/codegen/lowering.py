@@ -22,7 +22,7 @@ from functools import cache
 from typing import Any
 
 from commopt.codegen.names import clean
-from commopt.codegen.out_variants import WriteMode
+from commopt.ir.out_variants import WriteMode
 from commopt.codegen.scalars import is_scalar_op, scalar_function
 from commopt.codegen.slots import Slot
 from commopt.codegen.spec import EmulatedSpec

@@ -1,5 +1,5 @@
 """Zero-copy analysis: which producers write their result straight into which communication
-buffer, and how (:mod:`commopt.codegen.out_variants` checks the op's schema). The lowering
+buffer, and how (:mod:`commopt.ir.out_variants` checks the op's schema). The lowering
 then emits those producers writing into their buffer and skips the copy-in."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from commopt.buffers.offsets import Occupancy, TimeRanges
 from commopt.codegen.lowering import collective_sources, runnable
-from commopt.codegen.out_variants import WriteMode, write_mode
+from commopt.ir.out_variants import WriteMode, write_mode
 from commopt.codegen.slots import Slot
 from commopt.ir.graph import Graph, Node
 from commopt.ir.layout import same_bytes_root
@@ -21,7 +21,7 @@ def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
                       pos: dict[int, int]) -> dict[int, tuple[str, WriteMode, tuple[int, ...] | None]]:
     """Producer index -> (buffer variable, how it writes there, the shape it writes as or
     None for the buffer's own): its out= overload, or a ``copy_`` for a dtype cast (see
-    :mod:`commopt.codegen.out_variants`).
+    :mod:`commopt.ir.out_variants`).
 
     The producer is the op whose result the collective sends, or sends through views that
     keep its bytes in order (:func:`commopt.ir.layout.same_bytes_root`: ``view(mm(...))``

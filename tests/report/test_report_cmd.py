@@ -151,9 +151,11 @@ def test_commopts_own_output_is_not_advised_to_be_reordered(tmp_path, samples_di
 
     import commopt
 
-    # the 2-rank fsdp sample: its optimized order is still 6.4% above the lower bound, room a
-    # plain report points at (the 8-rank samples are all within 5% of theirs)
-    result = commopt.optimize(samples_dir / "ws2" / "fsdp.json", output_dir=tmp_path / "out", timings=False)
+    # the 2-rank fsdp sample held to its original memory: its optimized order is 6.4% above
+    # the lower bound (120.4 against 113.2 us), room a plain report points at (with the default
+    # budget the order reaches the bound)
+    result = commopt.optimize(samples_dir / "ws2" / "fsdp.json", output_dir=tmp_path / "out",
+                              max_memory_increase=0.0, timings=False)
     written = tmp_path / "out" / result.summary.output
     copy = tmp_path / "copy.json"
     shutil.copy(written, copy)

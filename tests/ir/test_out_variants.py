@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from commopt.codegen.out_variants import WriteMode, out_overload_reason, write_mode
 from commopt.ir.args import Symbol
 from commopt.ir.builder import GraphBuilder
 from commopt.ir.graph import Ref
+from commopt.ir.out_variants import WriteMode, out_overload_reason, write_mode
 
 
 def _node(op: str, args=None, kwargs=None, outputs: int = 1):
