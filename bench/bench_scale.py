@@ -227,7 +227,7 @@ def _host_rows(tmp: Path, env: dict[str, str], iters: int = 40, warmup: int = 5)
             continue
         ranks = json.loads(res.read_text(encoding="utf-8"))
 
-        def slowest(program: str, field: str) -> float:
+        def slowest(program: str, field: str, ranks: list[dict] = ranks) -> float:
             return max(rank[program][field] for rank in ranks)
 
         runner_cpu = slowest("runner", "cpu_us")

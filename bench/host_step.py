@@ -36,7 +36,13 @@ def main(runner_path: str, archive: str, iters: int, warmup: int, out: str) -> N
     import torch
     import torch.distributed as dist
 
-    from tests.distributed import flat_inputs, load_archive, read_groups_record, recreate_groups, rename_groups
+    from tests.distributed import (
+        flat_inputs,
+        load_archive,
+        read_groups_record,
+        recreate_groups,
+        rename_groups,
+    )
 
     runner = _load_runner(runner_path)
     args = runner.parse_args(["--backend", "gloo", "--iters", "0"])

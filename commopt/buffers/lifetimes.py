@@ -35,17 +35,20 @@ from commopt.buffers.persistent import NO_PERSISTENT, PersistentParams
 from commopt.buffers.shared import shared_reads
 from commopt.errors import GraphError, OptionError, suggest
 from commopt.ir.args import iter_refs
-from commopt.ir.graph import COLLECTIVE_TYPES, CollectiveInfo, Graph, Node, NodeKind, TensorMeta
+from commopt.ir.graph import (
+    COLLECTIVE_TYPES,
+    IN_PLACE_TYPES,
+    CollectiveInfo,
+    Graph,
+    Node,
+    NodeKind,
+    TensorMeta,
+)
 from commopt.ir.layout import same_bytes_root
 from commopt.ir.out_variants import write_mode
 from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import has_data_dependent_output
 from commopt.sim.model import input_pairs
-
-#: Collectives the runner runs in place on their output buffer: a producer writing into that
-#: buffer is checked by the runner's generator (commopt.codegen.zero_copy), not planned here, so
-#: zero-copy through views would only hold the idle input slot longer.
-_RUN_IN_PLACE = ("all_reduce", "broadcast")
 
 #: Index used in alias keys for "every tensor of the node" (a direct alias of a multi-output node).
 ALL_TENSORS = -1
@@ -234,7 +237,9 @@ def _sites(graph: Graph) -> _Sites:
             reads.append(_Read(k, i, root, meta, meta.padded_nbytes, meta.nbytes,
                                nodes[root].kind is NodeKind.INPUT,
                                _may_write_in_place(nodes[root]) and (i == root or (
-                                   node.collective.type not in _RUN_IN_PLACE
+                                   # in place: the runner's generator checks the output
+                                   # buffer; planning would hold the idle input slot longer
+                                   node.collective.type not in IN_PLACE_TYPES
                                    and same_bytes_root(graph, i) == root))))
         outputs = tuple(None if has_data_dependent_output(node, k) else (m, m.padded_nbytes, m.nbytes)
                         for k, m in enumerate(node.outputs))

@@ -29,10 +29,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from commopt.errors import OptionError, suggest
-from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.graph import IN_PLACE_TYPES, Graph, NodeKind
 from commopt.ir.layout import RESHAPING_VIEWS
 from commopt.ir.sizes import has_data_dependent_output
-
 
 #: The only collective whose input a persistent slot holds: it reads the slot and writes
 #: elsewhere (an in-place collective would overwrite the parameter).
@@ -132,7 +131,7 @@ def _find(graph: Graph, groups: tuple[str, ...] | None) -> PersistentParams:
             if why is None and info.type != PERSISTENT_COLLECTIVE:
                 why = (f"read by a {info.type}, not an all_gather"
                        + (" (it runs in place and would overwrite the parameter)"
-                          if info.in_place or info.type in ("all_reduce", "broadcast") else ""))
+                          if info.in_place or info.type in IN_PLACE_TYPES else ""))
             if why is not None:
                 rejected.append(Rejected(param, c, why))
                 continue

@@ -22,15 +22,15 @@ from functools import cache
 from typing import Any
 
 from commopt.codegen.names import clean
-from commopt.ir.out_variants import WriteMode
 from commopt.codegen.scalars import is_scalar_op, scalar_function
 from commopt.codegen.slots import Slot
 from commopt.codegen.spec import EmulatedSpec
 from commopt.errors import GraphError
 from commopt.ir import validate
 from commopt.ir.args import Symbol, collect_refs
-from commopt.ir.graph import DTYPE_BYTES, Graph, Node, NodeKind, Ref, TensorMeta
+from commopt.ir.graph import DTYPE_BYTES, IN_PLACE_TYPES, Graph, Node, NodeKind, Ref, TensorMeta
 from commopt.ir.layout import same_bytes_root
+from commopt.ir.out_variants import WriteMode
 from commopt.ir.sizes import has_data_dependent_output
 
 #: Keys of the one-key objects inside arguments: a node's value, and values JSON cannot spell.
@@ -314,7 +314,7 @@ class Lowering:
         fresh = (s, _shape(src_meta), None, None, None, out_meta.dtype, shape)
         if node.collective.in_place:
             return (s, _shape(src_meta), None, IN_PLACE, None, out_meta.dtype, shape)
-        if node.collective.type in ("all_reduce", "broadcast"):
+        if node.collective.type in IN_PLACE_TYPES:
             return self.in_place_tensor(node, k, s, src_meta, slots) or fresh
         if slots is None:
             return fresh

@@ -9,12 +9,10 @@ from collections.abc import Iterator
 
 from commopt.buffers.offsets import Occupancy, TimeRanges
 from commopt.codegen.lowering import collective_sources, runnable
-from commopt.ir.out_variants import WriteMode, write_mode
 from commopt.codegen.slots import Slot
-from commopt.ir.graph import Graph, Node
+from commopt.ir.graph import IN_PLACE_TYPES, Graph, Node
 from commopt.ir.layout import same_bytes_root
-
-_IN_PLACE = ("all_reduce", "broadcast")
+from commopt.ir.out_variants import WriteMode, write_mode
 
 
 def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
@@ -38,7 +36,7 @@ def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
             continue
         producers[coll, k] = producer
         out = slots.get((coll, "output", k))
-        if role == "input" and out is not None and node.collective.type in _IN_PLACE:
+        if role == "input" and out is not None and node.collective.type in IN_PLACE_TYPES:
             windows[coll, k] = (out, pos[producer], pos[coll] - 1)
     busy = _busy(slots, windows)
     targets: dict[int, tuple[str, WriteMode, tuple[int, ...] | None]] = {}
@@ -53,7 +51,7 @@ def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
             slot = windows[coll, k][0]
         elif not slot.zero_copy:
             continue  # the planner did not keep this slot free from the producer on
-        if (role == "inout" or node.collective.type in _IN_PLACE) \
+        if (role == "inout" or node.collective.type in IN_PLACE_TYPES) \
                 and not _read_only_by(graph, sources[k], producer.index, coll):
             continue  # the collective overwrites the value other nodes still read
         if not runnable(producer) or len(producer.outputs) != 1:
@@ -106,7 +104,7 @@ def _candidates(graph: Graph, slots: dict[tuple[int, str, int], Slot]
         if role not in ("input", "inout") or slot.var in seen:
             continue
         if not slot.zero_copy and not (role == "input"
-                                       and graph.nodes[coll].collective.type in _IN_PLACE):
+                                       and graph.nodes[coll].collective.type in IN_PLACE_TYPES):
             continue
         seen.add(slot.var)
         node = graph.nodes[coll]

@@ -92,6 +92,11 @@ COLLECTIVE_TYPES = (
     "barrier",
 )
 
+#: Collectives whose result has the shape of their input and that run in place on one buffer
+#: (NCCL and gloo write the result over what they send): the runner runs them on their output
+#: buffer, which their producer may fill itself.
+IN_PLACE_TYPES = frozenset({"all_reduce", "broadcast"})
+
 
 @dataclass(frozen=True, slots=True)
 class TensorMeta:

@@ -12,6 +12,7 @@ import heapq
 import math
 import weakref
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def _edge_tuples(graph: Graph, successors: bool) -> tuple[tuple[int, ...], ...]:
     if found is None:
         ptr, idx = graph.succ_arrays() if successors else graph.pred_arrays()
         bounds, flat = ptr.tolist(), idx.tolist()  # list slices: faster than the arrays'
-        found = cache[successors] = tuple([tuple(flat[a:b]) for a, b in zip(bounds, bounds[1:])])
+        found = cache[successors] = tuple([tuple(flat[a:b]) for a, b in pairwise(bounds)])
     return found
 
 

@@ -581,7 +581,7 @@ class _Prepared:
 
     def __init__(self, graph: Graph, order: Sequence[int], ctx: PassContext, model: MemoryModel) -> None:
         self.graph, self.order, self.model, self.dur = graph, order, model, ctx.durations_us
-        self.n = n = len(graph.nodes)
+        self.n = len(graph.nodes)
         schedule = Schedule.of(graph, order)
         self.pos = schedule.positions
         self.sequence = schedule.order  # a tuple: the scheduler indexes it per node

@@ -27,7 +27,7 @@ import math
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, pairwise
 
 import numpy as np
 
@@ -265,7 +265,7 @@ def _releases(graph: Graph, roots: list[int], freeable: bytes,
     names = np.asarray(roots, dtype=object)[storage].tolist()  # the roots' int objects, not new ones
     other = cache.get((freeable, not hold))
     if other is None:
-        releases = [tuple(names[a:b]) for a, b in zip(bounds, bounds[1:])]
+        releases = [tuple(names[a:b]) for a, b in pairwise(bounds)]
     else:  # only the waits' entries differ: the other tuples are shared
         releases = list(other[0])
         for w in graph.waits():

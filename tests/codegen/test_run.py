@@ -18,7 +18,14 @@ from commopt.buffers import plan_buffers
 from commopt.codegen import write_runner
 from commopt.ir.builder import GraphBuilder
 from commopt.ir.graph import Graph, Ref
-from tests.codegen.conftest import REPO, TINY_REORDERED, regather_graph, tiny_graph, torchrun, views_graph
+from tests.codegen.conftest import (
+    REPO,
+    TINY_REORDERED,
+    regather_graph,
+    tiny_graph,
+    torchrun,
+    views_graph,
+)
 from tests.codegen.hostile import NAMES, PWNED, hostile_graph
 from tests.codegen.test_golden import duration_only_graph
 
