@@ -223,12 +223,15 @@ def _host_rows(tmp: Path, env: dict[str, str], iters: int = 40, warmup: int = 5)
         proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
             rows.append([name, len(result.graph), world, "failed: " + proc.stderr.strip()[-80:]]
-                        + ["-"] * 6)
+                        + ["-"] * 8)
             continue
         ranks = json.loads(res.read_text(encoding="utf-8"))
 
         def slowest(program: str, field: str, ranks: list[dict] = ranks) -> float:
             return max(rank[program][field] for rank in ranks)
+
+        setup = {program: max(rank["setup_cpu_s"][program] for rank in ranks)
+                 for program in ("runner", "exported")}
 
         runner_cpu = slowest("runner", "cpu_us")
         rows.append([name, len(result.graph), world, f"{slowest('runner', 'wall_us'):.0f}",
@@ -236,7 +239,8 @@ def _host_rows(tmp: Path, env: dict[str, str], iters: int = 40, warmup: int = 5)
                      f"{slowest('exported', 'cpu_us'):.0f}",
                      f"{slowest('exported', 'cpu_us') / runner_cpu:.2f}",
                      f"{slowest('exported_inference', 'cpu_us'):.0f}",
-                     f"{slowest('exported_inference', 'cpu_us') / runner_cpu:.2f}"])
+                     f"{slowest('exported_inference', 'cpu_us') / runner_cpu:.2f}",
+                     f"{setup['runner']:.2f}", f"{setup['exported']:.2f}"])
     return rows
 
 
@@ -321,9 +325,12 @@ def run(quick: bool) -> str:
         "functional collectives). Wall time includes waiting for the peer rank's collectives (on "
         "this shared machine, most of the step and most of its noise); host CPU is the main "
         "thread's CPU time per step (`thread_time`), the host's own share; a ratio above 1 means "
-        "the runner costs the host less.\n",
+        "the runner costs the host less. Ready: CPU seconds until the first step can run: the "
+        "runner's set-up (arenas, inputs, its step program built and compiled to straight-line "
+        "functions) and the archive's load (`torch.export.load` and its module).\n",
         table(["graph", "nodes", "ranks", "runner wall us", "exported wall us",
                "runner CPU us", "exported CPU us", "exported / runner CPU",
-               "exported inference-mode CPU us", "inference-mode / runner CPU"], host),
+               "exported inference-mode CPU us", "inference-mode / runner CPU",
+               "runner ready CPU s", "exported ready CPU s"], host),
     ]
     return "\n".join(parts) + "\n"

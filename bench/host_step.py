@@ -7,7 +7,9 @@ graph module on the same ranks, and alternates, iteration by iteration, one step
 program so all of them see the same machine load: the runner's optimized step (on its
 arenas), the exported graph module called under ``torch.no_grad()`` and under
 ``torch.inference_mode()`` (the archive's example inputs). Rank 0 writes the median wall and
-main-thread CPU microseconds of each, per rank, to OUT as JSON.
+main-thread CPU microseconds of each, per rank, to OUT as JSON, and the CPU seconds each
+took to be ready: the runner's set-up (buffers, inputs, its step program built and
+compiled) and the archive's load (``torch.export.load`` and its module).
 """
 
 from __future__ import annotations
@@ -47,10 +49,15 @@ def main(runner_path: str, archive: str, iters: int, warmup: int, out: str) -> N
     runner = _load_runner(runner_path)
     args = runner.parse_args(["--backend", "gloo", "--iters", "0"])
     rt = runner.init_world(args)
+    t0 = time.thread_time()
     inputs = runner.set_up(rt, args)
+    rt.optimized = runner.build_program(rt, runner.OPTIMIZED_ORDER, on_arenas=True)
+    runner_setup_s = time.thread_time() - t0
     mapping = recreate_groups(read_groups_record(archive))
+    t0 = time.thread_time()
     exported = load_archive(archive)
     module, example = rename_groups(exported, mapping), flat_inputs(exported)
+    exported_setup_s = time.thread_time() - t0
 
     def exported_no_grad():
         with torch.no_grad():
@@ -74,6 +81,7 @@ def main(runner_path: str, archive: str, iters: int, warmup: int, out: str) -> N
                 cpu[name].append((time.thread_time() - c0) * 1e6)
     medians = {name: {"wall_us": statistics.median(wall[name]), "cpu_us": statistics.median(cpu[name])}
                for name in steps}
+    medians["setup_cpu_s"] = {"runner": runner_setup_s, "exported": exported_setup_s}
     every = [None] * dist.get_world_size()
     dist.all_gather_object(every, medians)
     if dist.get_rank() == 0:
