@@ -103,6 +103,10 @@ def collective_time_us(hw: HardwareSpec, ctype: str, size_bytes: int, n: int, ho
     return latency + collective_factor(ctype, n) * size_bytes / bytes_per_us
 
 
+# ``NodeKind.X`` goes through ``EnumType.__getattr__`` on Python 3.11: the per-node test reads these.
+_COMPUTE, _COLLECTIVE = NodeKind.COMPUTE, NodeKind.COLLECTIVE
+
+
 class AnalyticalEstimator:
     """Roofline compute and ring-model collectives on one hardware description."""
 
@@ -128,9 +132,10 @@ class AnalyticalEstimator:
     # ---------------------------------------------------------------- protocol
     def estimate(self, node: Node, graph: Graph) -> float | None:
         """Duration of ``node`` in microseconds (never None: this is the chain's last resort)."""
-        if node.kind is NodeKind.COLLECTIVE:
+        kind = node.kind
+        if kind is _COLLECTIVE:
             return self.collective_us(node, graph)
-        if node.kind is NodeKind.COMPUTE:
+        if kind is _COMPUTE:
             return self.compute_us(node, graph)
         return 0.0
 
@@ -181,7 +186,9 @@ class AnalyticalEstimator:
             for i in node.inputs
         )
         out_shapes = tuple((t.shape, t.dtype) for t in node.outputs)
-        key = (node.op, in_shapes, out_shapes, _hashable(node.args, nodes), _hashable(node.kwargs, nodes))
+        kwargs = node.kwargs
+        key = (node.op, in_shapes, out_shapes, _hashable_args(node.args, nodes),
+               _hashable(kwargs, nodes) if kwargs else ())  # what _hashable gives an empty dict
         cached = self._compute_cache.get(key)
         if cached is None:
             cached = self._compute_cache[key] = self._roofline_us(node, graph)
@@ -260,9 +267,10 @@ def _hashable(v: Any, nodes: list[Node]) -> Any:
     if t is int or t is float or t is str or t is bool or v is None:
         return v
     if t is Ref:
-        return ("ref", nodes[v.index].outputs[0].shape if nodes[v.index].outputs else None)
+        outs = nodes[v.index].outputs
+        return ("ref", outs[0].shape if outs else None)
     if t is tuple or t is list:
-        return tuple(_hashable(x, nodes) for x in v)
+        return tuple([_hashable(x, nodes) for x in v])
     if isinstance(v, Ref):
         return ("ref", nodes[v.index].outputs[0].shape if nodes[v.index].outputs else None)
     if isinstance(v, (list, tuple)):
@@ -274,6 +282,19 @@ def _hashable(v: Any, nodes: list[Node]) -> Any:
     except TypeError:
         return repr(v)
     return v
+
+
+def _hashable_args(args: tuple[Any, ...], nodes: list[Node]) -> tuple[Any, ...]:
+    """``_hashable(args, nodes)`` of a node's ``args``, their references (most arguments)
+    read here rather than in a call each."""
+    out = []
+    for v in args:
+        if type(v) is Ref:
+            outs = nodes[v.index].outputs
+            out.append(("ref", outs[0].shape if outs else None))
+        else:
+            out.append(_hashable(v, nodes))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=4096)

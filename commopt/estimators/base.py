@@ -22,7 +22,7 @@ from commopt.ir.graph import Graph, Node, NodeKind
 ZERO_SOURCE = "zero"
 FILE_SOURCE = "graph file"
 
-_ZERO_KINDS = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW, NodeKind.WAIT)
+_ZERO_KINDS = frozenset((NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW, NodeKind.WAIT))
 
 
 class EstimatorError(CommoptError):
@@ -114,6 +114,8 @@ class EstimatorChain:
                 ) from exc
             if value is None:
                 continue
+            if type(value) is float and 0.0 <= value < math.inf:  # duration_value's common case
+                return value, est.name
             return duration_value(est.name, value, node=node.name), est.name
         raise EstimatorError(
             f"no estimator in the chain {self.name!r} gave a duration", node=node.name
@@ -126,7 +128,10 @@ class EstimatorChain:
         """
         out = [0.0] * len(graph.nodes)
         sources = [ZERO_SOURCE] * len(graph.nodes)
+        zero_kinds = _ZERO_KINDS
+        estimate = self.estimate
         for node in graph.nodes:
-            out[node.index], sources[node.index] = self.estimate(node, graph)
+            if node.kind not in zero_kinds:  # those keep the 0.0 and ZERO_SOURCE set above
+                out[node.index], sources[node.index] = estimate(node, graph)
         self.sources = sources
         return out

@@ -221,8 +221,27 @@ def graph_from_document(raw: Any, *, file: str | None = None, name_default: str 
         graph = graph_from_model(doc, file=file)
     if "name" not in raw:
         graph.name = name_default
-    graph.payload = raw
+    graph.payload = _kept_document(raw)
     return graph
+
+
+class _NodeLines(list):
+    """The node objects of a loaded document as the JSON text :func:`dumps_document` writes
+    for each (:func:`_kept_document`)."""
+
+
+def _kept_document(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` as a graph keeps it for writing back: its node objects as their JSON lines.
+
+    A node's parsed object is a dozen dicts, lists and strings (two thirds of a loaded
+    100,000-node graph's memory) that only the writer reads; its line is one string, and
+    writing needs exactly that line (the same encoder, once, here instead of in the writer).
+    A document whose nodes the encoder refuses (one built in Python) is kept as it is."""
+    try:
+        lines = _NodeLines(map(dumps_line, raw["nodes"]))
+    except (TypeError, ValueError, RecursionError):
+        return raw
+    return {**raw, "nodes": lines}
 
 
 def _check_free_values(raw: dict[str, Any], file: str | None) -> None:
@@ -786,6 +805,17 @@ def graph_to_document(graph: Graph, order: list[int] | None = None) -> dict[str,
     A graph that was read from JSON keeps its document as written, only the node list is
     permuted, so fields commopt does not interpret survive the round trip.
     """
+    doc = _document(graph, order)
+    nodes = doc["nodes"]
+    if type(nodes) is _NodeLines:
+        doc["nodes"] = [json.loads(x) if type(x) is str else x for x in nodes]
+    return doc
+
+
+def _document(graph: Graph, order: list[int] | None) -> dict[str, Any]:
+    """:func:`graph_to_document`, but for a graph read from JSON its nodes are a
+    :class:`_NodeLines` list: the line kept for each node written as read (a str), the object
+    of each other node."""
     order = graph.original_order if order is None else list(order)
     raw = graph.payload if isinstance(graph.payload, dict) and graph.source_format == "json" else None
     if raw is not None:
@@ -823,28 +853,33 @@ INTERNAL_META = (LOADED_INDEX, LOADED_REPLACED)
 def _raw_nodes(graph: Graph, raw: dict[str, Any], order: list[int]) -> list[Any]:
     """The node objects of ``raw`` (the document ``graph`` was read from) in ``order``; for a
     graph a pass rewrote, nodes it added or whose inputs it replaced are written anew."""
+    kept = raw["nodes"]
     loaded = graph.meta.get(LOADED_INDEX)
     if loaded is None:
-        return [raw["nodes"][i] for i in order]
-    out = []
-    for i in order:
-        node = graph.nodes[i]
-        keep = loaded[i] >= 0 and all(loaded[j] >= 0 for j in node.inputs)
-        out.append(raw["nodes"][loaded[i]] if keep else node_to_dict(graph, node))
-    return out
+        out = list(map(kept.__getitem__, order))
+    else:
+        out = []
+        for i in order:
+            node = graph.nodes[i]
+            keep = loaded[i] >= 0 and all(loaded[j] >= 0 for j in node.inputs)
+            out.append(kept[loaded[i]] if keep else node_to_dict(graph, node))
+    return _NodeLines(out) if type(kept) is _NodeLines else out
 
 
 def dumps_document(doc: dict[str, Any]) -> str:
     """Serialize a graph document deterministically, one node per line."""
-    head = {k: v for k, v in doc.items() if k != "nodes"}
+    return _document_text(doc, list(map(dumps_line, doc.get("nodes", []))))
+
+
+def _document_text(doc: dict[str, Any], node_lines: list[str]) -> str:
+    """:func:`dumps_document` of ``doc`` whose nodes are the JSON texts ``node_lines``."""
     lines = ["{"]
-    items = list(head.items())
-    for k, v in items:
-        lines.append(f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},")
-    nodes = doc.get("nodes", [])
+    for k, v in doc.items():
+        if k != "nodes":
+            lines.append(f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},")
     lines.append('  "nodes": [')
-    if nodes:  # one join of the encoder's texts: no Python loop and string sums per node
-        lines.append("    " + ",\n    ".join(map(dumps_line, nodes)))
+    if node_lines:  # one join of the encoder's texts: no Python loop and string sums per node
+        lines.append("    " + ",\n    ".join(node_lines))
     lines.append("  ]")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -852,4 +887,10 @@ def dumps_document(doc: dict[str, Any]) -> str:
 
 def save_json_graph(graph: Graph, path: str | Path, order: list[int] | None = None) -> None:
     """Write ``graph`` (nodes in ``order``) as a JSON graph file, atomically."""
-    atomic.write_text(path, dumps_document(graph_to_document(graph, order)))
+    doc = _document(graph, order)
+    nodes = doc["nodes"]
+    if type(nodes) is _NodeLines:  # kept lines as they are, other nodes encoded
+        text = _document_text(doc, [x if type(x) is str else dumps_line(x) for x in nodes])
+    else:
+        text = dumps_document(doc)
+    atomic.write_text(path, text)

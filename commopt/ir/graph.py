@@ -123,7 +123,7 @@ class TensorMeta:
     @property
     def nbytes(self) -> int:
         """Local size in bytes."""
-        return self.numel * DTYPE_BYTES.get(self.dtype, 4)
+        return math.prod(self.shape) * DTYPE_BYTES.get(self.dtype, 4)  # numel, without its call
 
     @property
     def padded_nbytes(self) -> int:
@@ -205,7 +205,10 @@ class Node:
     @property
     def nbytes(self) -> int:
         """Bytes of all tensors this node produces (local shapes)."""
-        return sum(t.nbytes for t in self.outputs)
+        outs = self.outputs
+        if len(outs) == 1:  # most nodes: no generator to sum over
+            return outs[0].nbytes
+        return sum(t.nbytes for t in outs)
 
     @property
     def padded_nbytes(self) -> int:

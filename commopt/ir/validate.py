@@ -175,10 +175,13 @@ def _check_node_values(node: Node, file: str | None, checked: set[int]) -> None:
     if not (name.isascii() or encodable(name)):  # isascii: the common case, without encoding
         raise GraphError(f"node name {name!r} is not encodable as UTF-8 (a lone surrogate?)",
                          file=file, field="name")
-    for meta in node.outputs:
-        if id(meta) not in checked:
-            check_tensor(meta, file=file, node=name)
-            checked.add(id(meta))
+    outs = node.outputs
+    if id(outs) not in checked:  # loaders share equal output tuples: one test for most nodes
+        for meta in outs:
+            if id(meta) not in checked:
+                check_tensor(meta, file=file, node=name)
+                checked.add(id(meta))
+        checked.add(id(outs))
     d = node.duration_us
     if d is not None and not (isinstance(d, (int, float)) and 0 <= d <= MAX_DURATION_US):
         raise GraphError(f"duration {d!r} is not a finite number of microseconds in "
