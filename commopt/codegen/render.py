@@ -104,19 +104,15 @@ def _plain(value: object) -> object:
     specs hold no dataclasses; one that did is caught by :func:`check_data`): ``astuple``
     deep-copies every value, seconds for a 100k-node graph's tables. Whether an item is a
     dataclass, and its fields, are asked once per type (the tables hold 100,000s of items
-    of one or two types)."""
+    of one or two types); a list holding none (the step table) is returned as it is."""
     if not isinstance(value, list):
         return value
-    fields_of: dict[type, tuple[str, ...] | None] = {}
-    out = []
-    for v in value:
-        t = type(v)
-        if t not in fields_of:
-            fields_of[t] = (tuple(f.name for f in dataclasses.fields(v))
-                            if dataclasses.is_dataclass(v) and not isinstance(v, type) else None)
-        names = fields_of[t]
-        out.append(v if names is None else tuple([getattr(v, n) for n in names]))
-    return out
+    fields_of = {t: tuple(f.name for f in dataclasses.fields(t)) if dataclasses.is_dataclass(t)
+                 else None for t in set(map(type, value))}
+    if all(names is None for names in fields_of.values()):  # the step table: tuples only
+        return value
+    return [v if (names := fields_of[type(v)]) is None else tuple([getattr(v, n) for n in names])
+            for v in value]
 
 
 def _header(model: RunnerModel) -> str:

@@ -5,7 +5,7 @@ then emits those producers writing into their buffer and skips the copy-in."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from commopt.buffers.offsets import Occupancy, TimeRanges
 from commopt.codegen.lowering import collective_sources, runnable
@@ -16,7 +16,7 @@ from commopt.ir.out_variants import WriteMode, write_mode
 
 
 def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
-                      pos: dict[int, int]) -> dict[int, tuple[str, WriteMode, tuple[int, ...] | None]]:
+                      pos: Sequence[int]) -> dict[int, tuple[str, WriteMode, tuple[int, ...] | None]]:
     """Producer index -> (buffer variable, how it writes there, the shape it writes as or
     None for the buffer's own): its out= overload, or a ``copy_`` for a dtype cast (see
     :mod:`commopt.ir.out_variants`).
