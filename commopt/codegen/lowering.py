@@ -253,7 +253,7 @@ class Lowering:
                 and (node.args or node.kwargs or not node.inputs):
             # most nodes: an op called for real, its result in a fresh tensor
             return (node.index, node.name, "op", reads(node), self.op_var(node.op),
-                    self.encode_all(node, node.args), self.kwargs(node))
+                    self.encode_all(node, node.args), self.kwargs(node) if node.kwargs else {})
         else:
             body = self.compute(node, self.targets.get(node.index))
         return (node.index, node.name, body[0], reads(node), *body[1:])

@@ -30,7 +30,8 @@ def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
     """
     producers = {}  # (collective, k) -> the node writing the value the collective sends
     windows = {}  # (collective, k) -> (output slot, first, last): the producer's writing window
-    for coll, role, k, node, sources in _candidates(graph, slots):
+    candidates = list(_candidates(graph, slots))
+    for coll, role, k, node, sources in candidates:
         producer = same_bytes_root(graph, sources[k])
         if producer is None:
             continue
@@ -40,7 +41,7 @@ def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
             windows[coll, k] = (out, pos[producer], pos[coll] - 1)
     busy = _busy(slots, windows)
     targets: dict[int, tuple[str, WriteMode, tuple[int, ...] | None]] = {}
-    for coll, role, k, node, sources in _candidates(graph, slots):
+    for coll, role, k, node, sources in candidates:
         if (coll, k) not in producers:
             continue
         slot = slots[coll, role, k]
