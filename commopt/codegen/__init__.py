@@ -30,6 +30,7 @@ from typing import Any
 
 from commopt.codegen.model import RunnerModel, build_model
 from commopt.codegen.render import check_source, render
+from commopt.gc_freeze import collector_paused, freeze_long_lived
 from commopt.ir.graph import Graph
 
 __all__ = [
@@ -44,9 +45,15 @@ def generate(graph: Graph, order: list[int] | None = None, plan: Any = None, *,
         from commopt.errors import OptionError
 
         raise OptionError(f"backend must be 'nccl' or 'gloo', not {backend!r}", field="backend")
-    model = build_model(graph, list(graph.original_order if order is None else order), plan)
-    check_source(model, runner_filename(graph), backend=backend)
-    return model, render(model, backend=backend)
+    # millions of small acyclic records, all alive until the source is rendered: a
+    # collection while they are built would rescan every one built so far (superlinear),
+    # and the first one after would scan them all once unless they are frozen
+    with collector_paused():
+        model = build_model(graph, list(graph.original_order if order is None else order), plan)
+        check_source(model, runner_filename(graph), backend=backend)
+        source = render(model, backend=backend)
+        freeze_long_lived()
+    return model, source
 
 
 def generate_runner(graph: Graph, order: list[int] | None = None, plan: Any = None, *,

@@ -64,6 +64,20 @@ def _resolvable(op: str) -> bool:
 #: :func:`commopt.codegen.scalars.is_scalar_op` once per distinct op string.
 _scalar_op = cache(is_scalar_op)
 
+#: What a compute node's op string is, in the order :meth:`Lowering.compute` asks.
+_GETITEM, _SCALAR, _RESOLVABLE, _OTHER = range(4)
+
+
+@cache
+def _op_class(op: str) -> int:
+    """:data:`_GETITEM`, :data:`_SCALAR`, :data:`_RESOLVABLE` or :data:`_OTHER`: once per
+    distinct op string, not once per node."""
+    if op in _GETITEM_OPS:
+        return _GETITEM
+    if _scalar_op(op):
+        return _SCALAR
+    return _RESOLVABLE if _resolvable(op) else _OTHER
+
 
 def collective_sources(node: Node) -> list[int]:
     """The nodes whose values a collective sends, one per tensor (its first argument's refs)."""
@@ -85,8 +99,12 @@ def reads(node: Node) -> tuple[int, ...]:
     """Values a node's step reads or keeps alive until it runs: inputs, references and its
     collective (a wait), each once."""
     refs = list(node.inputs)
-    if node.args:
-        collect_refs(node.args, refs)
+    for value in node.args:  # :func:`collect_refs` of the arguments, their top level inline
+        t = type(value)
+        if t is Ref:
+            refs.append(value.index)
+        elif t is not int and t is not str and t is not float and value is not None:
+            collect_refs(value, refs)
     if node.kwargs:
         collect_refs(node.kwargs, refs)
     if node.wait_of is not None:
@@ -161,9 +179,9 @@ class Lowering:
         if isinstance(value, Symbol):
             return self.symbol(node, value)
         if isinstance(value, list):
-            return [self.encode(node, v) for v in value]
+            return self.encode_all(node, value)
         if isinstance(value, tuple):
-            return {TUPLE: [self.encode(node, v) for v in value]}
+            return {TUPLE: self.encode_all(node, value)}
         if isinstance(value, dict):
             if not all(type(k) is str for k in value):
                 raise self.fail(node, "argument dictionaries need string keys", "args")
@@ -174,6 +192,19 @@ class Lowering:
             return value if math.isfinite(value) else {FLOAT: repr(value)}
         raise self.fail(node, f"argument of type {type(value).__name__} cannot be generated",
                         "args")
+
+    def encode_all(self, node: Node, values: Any) -> list:
+        """:meth:`encode` of each value, references and JSON scalars (most arguments) inline."""
+        out = []
+        for value in values:
+            t = type(value)
+            if t is Ref:
+                out.append({REF: value.index})
+            elif t is int or t is str or value is None or t is bool:
+                out.append(value)
+            else:
+                out.append(self.encode(node, value))
+        return out
 
     def symbol(self, node: Node, sym: Symbol) -> dict:
         value = sym.value.removeprefix("torch.")
@@ -212,10 +243,19 @@ class Lowering:
         kind = node.kind
         if kind is NodeKind.INPUT:
             return (node.index, node.name, "input", ())
-        body = (self.output(node) if kind is NodeKind.OUTPUT
-                else self.collective(node, slots) if kind is NodeKind.COLLECTIVE
-                else self.wait(node) if kind is NodeKind.WAIT
-                else self.compute(node, self.targets.get(node.index)))
+        if kind is NodeKind.OUTPUT:
+            body = self.output(node)
+        elif kind is NodeKind.COLLECTIVE:
+            body = self.collective(node, slots)
+        elif kind is NodeKind.WAIT:
+            body = self.wait(node)
+        elif _op_class(node.op) == _RESOLVABLE and node.index not in self.targets \
+                and (node.args or node.kwargs or not node.inputs):
+            # most nodes: an op called for real, its result in a fresh tensor
+            return (node.index, node.name, "op", reads(node), self.op_var(node.op),
+                    self.encode_all(node, node.args), self.kwargs(node) if node.kwargs else {})
+        else:
+            body = self.compute(node, self.targets.get(node.index))
         return (node.index, node.name, body[0], reads(node), *body[1:])
 
     def output(self, node: Node) -> tuple:
@@ -223,16 +263,17 @@ class Lowering:
         return ("output", values if isinstance(values, list) else [values])
 
     def compute(self, node: Node, target: tuple[str, WriteMode, tuple[int, ...] | None] | None) -> tuple:
-        if node.op in _GETITEM_OPS and len(node.args) == 2 and isinstance(node.args[0], Ref):
+        op_class = _op_class(node.op)
+        if op_class == _GETITEM and len(node.args) == 2 and isinstance(node.args[0], Ref):
             return ("getitem", self.encode(node, node.args[0]), self.encode(node, node.args[1]))
-        if _scalar_op(node.op):
+        if op_class == _SCALAR:
             if node.kwargs:
                 raise self.fail(node, f"{node.op} with keyword arguments cannot be generated", "kwargs")
             fn = scalar_function(node.op, len(node.args))
             if fn is None:
                 raise self.fail(node, f"{node.op} with {len(node.args)} argument(s) cannot be "
                                 "generated", "args")
-            return ("scalar", fn, [self.encode(node, a) for a in node.args])
+            return ("scalar", fn, self.encode_all(node, node.args))
         run = runnable(node)
         if not run and has_data_dependent_output(node):
             raise self.fail(node, f"{node.op} has no runnable op and a data-dependent output "
@@ -247,7 +288,7 @@ class Lowering:
                 return ("reshape", {REF: node.alias_of}, _shape(meta))
         if not run:
             return ("emulated", *self.emulate(node))
-        args, kwargs = [self.encode(node, a) for a in node.args], self.kwargs(node)
+        args, kwargs = self.encode_all(node, node.args), self.kwargs(node)
         if target is None:
             return ("op", self.op_var(node.op), args, kwargs)
         out_buffer, mode, shape = target
@@ -311,13 +352,14 @@ class Lowering:
         out_meta = self.out_meta(node, k, src_meta)
         self.check(node, out_meta)
         shape = None if self.runtime_sized_output(node, k, s) else _shape(out_meta)
-        fresh = (s, _shape(src_meta), None, None, None, out_meta.dtype, shape)
+        src_shape = _shape(src_meta)
         if node.collective.in_place:
-            return (s, _shape(src_meta), None, IN_PLACE, None, out_meta.dtype, shape)
+            return (s, src_shape, None, IN_PLACE, None, out_meta.dtype, shape)
         if node.collective.type in IN_PLACE_TYPES:
-            return self.in_place_tensor(node, k, s, src_meta, slots) or fresh
+            return (self.in_place_tensor(node, k, s, src_meta, slots)
+                    or (s, src_shape, None, None, None, out_meta.dtype, shape))
         if slots is None:
-            return fresh
+            return (s, src_shape, None, None, None, out_meta.dtype, shape)
         in_slot = slots.get((node.index, "input", k)) or slots.get((node.index, "inout", k))
         out_slot = slots.get((node.index, "output", k))
         how = None
@@ -326,7 +368,7 @@ class Lowering:
             how = self.input_how(in_slot, src_meta)
         if out_slot is not None:
             self.used_buffers.add(out_slot.var)
-        return (s, _shape(src_meta), in_slot.var if in_slot else None, how,
+        return (s, src_shape, in_slot.var if in_slot else None, how,
                 out_slot.var if out_slot else None, out_meta.dtype, shape)
 
     def input_how(self, in_slot: Slot, src_meta: TensorMeta) -> str:

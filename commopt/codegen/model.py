@@ -14,6 +14,8 @@ import math
 import re
 from typing import Any
 
+import numpy as np
+
 from commopt.codegen.lowering import Lowering, check_tensor
 from commopt.codegen.names import identifier
 from commopt.codegen.slots import order_sha256, plan_tables
@@ -29,7 +31,7 @@ __all__ = ["BufferSpec", "EmulatedSpec", "GroupSpec", "InputSpec", "RunnerModel"
 
 def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel:
     """Check ``graph``, ``order`` and ``plan`` and decide every value of the runner."""
-    _check_order(graph, order)
+    positions = _check_order(graph, order)
     groups = _group_specs(graph)
     group_var = {g.name: g.var for g in groups}
     arenas, buffers, slots, digest, persistent = plan_tables(graph, order, plan, group_var)
@@ -37,7 +39,7 @@ def build_model(graph: Graph, order: list[int], plan: Any = None) -> RunnerModel
     emulated: list[EmulatedSpec] = []
     notes: list[str] = []
     lowering = Lowering(graph, group_var, ops, emulated)
-    targets = zero_copy_targets(graph, slots, {i: p for p, i in enumerate(order)})
+    targets = zero_copy_targets(graph, slots, positions)
     steps = lowering.steps(order, slots, targets)
     copies, zero_copy = lowering.copies, lowering.zero_copy
     copy_bytes, persistent_reads = lowering.copy_bytes, lowering.persistent_reads
@@ -91,18 +93,26 @@ def _predicted_peak(graph: Graph, order: list[int], plan: Any, targets) -> int:
     return plan_footprint(graph, order, plan, zero_copy=targets).peak_bytes
 
 
-def _check_order(graph: Graph, order: list[int]) -> None:
-    """The runner executes ``order`` statement by statement: every node after its inputs."""
-    Schedule.of(graph, order)
-    seen = [False] * len(graph)
-    for i in order:
-        for j in graph.preds(i):
-            if not seen[j]:
-                raise OptionError(
-                    f"the order puts {graph.nodes[i].name!r} before its predecessor "
-                    f"{graph.nodes[j].name!r}{_group_order_hint(graph, i, j)}",
-                    node=graph.nodes[i].name, field="order")
-        seen[i] = True
+def _check_order(graph: Graph, order: list[int]) -> tuple[int, ...]:
+    """The runner executes ``order`` statement by statement: every node after its inputs.
+    Returns each node's position in ``order``. All predecessor edges are compared at once
+    (numpy over the graph's predecessor arrays); the error names the first node of the order
+    with a predecessor after it, and its first such predecessor."""
+    positions = Schedule.of(graph, order).positions
+    ptr, preds = (np.frombuffer(a, dtype=np.dtype(a.typecode)) for a in graph.pred_arrays())
+    if not len(preds):
+        return positions
+    pos = np.asarray(positions, dtype=np.int64)
+    succ = np.repeat(np.arange(len(graph), dtype=np.int64), np.diff(ptr))
+    late = np.flatnonzero(pos[preds] >= pos[succ])
+    if len(late):
+        edge = late[np.argmin(pos[succ[late]])]  # argmin: the first edge of that node
+        i, j = int(succ[edge]), int(preds[edge])
+        raise OptionError(
+            f"the order puts {graph.nodes[i].name!r} before its predecessor "
+            f"{graph.nodes[j].name!r}{_group_order_hint(graph, i, j)}",
+            node=graph.nodes[i].name, field="order")
+    return positions
 
 
 def _group_order_hint(graph: Graph, i: int, j: int) -> str:

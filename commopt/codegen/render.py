@@ -31,26 +31,35 @@ def template_text() -> str:
 def generated_sections(model: RunnerModel, *, backend: str | None = None) -> dict[str, str]:
     """The parts of the script that depend on the graph, by template section name; the rest
     of the script is the template as it stands."""
-    return {"HEADER": _header(model), "GRAPH DATA": _graph_data(model, backend),
-            "STEPS": _steps(model)}
+    return {name: "".join(pieces) for name, pieces in _section_pieces(model, backend).items()}
 
 
 def render(model: RunnerModel, *, backend: str | None = None) -> str:
     """The runner script's source for ``model`` (``backend``: the default backend, or None)."""
-    return _fill(generated_sections(model, backend=backend))
+    return _fill(_section_pieces(model, backend))
 
 
-def _fill(sections: dict[str, str]) -> str:
+def _section_pieces(model: RunnerModel, backend: str | None) -> dict[str, list[str]]:
+    """:func:`generated_sections` as pieces of text, joined once with the template's: the
+    step table is over 100 MB at a million nodes, and each concatenation copied it."""
+    return {"HEADER": [_header(model)], "GRAPH DATA": _graph_data(model, backend),
+            "STEPS": _steps(model)}
+
+
+def _fill(sections: dict[str, list[str]]) -> str:
+    pieces: list[str] = []
     found: list[str] = []
-
-    def fill(match: re.Match[str]) -> str:
+    template = template_text()
+    end = 0
+    for match in _SECTION.finditer(template):
         found.append(match.group("name"))
-        return sections[match.group("name")]
-
-    text = _SECTION.sub(fill, template_text())
+        pieces.append(template[end:match.start()])
+        pieces += sections[match.group("name")]
+        end = match.end()
+    pieces.append(template[end:])
     if sorted(found) != sorted(sections):
         raise AssertionError(f"template sections {found} do not match {sorted(sections)}")
-    return text
+    return "".join(pieces)
 
 
 def check_source(model: RunnerModel, filename: str, *, backend: str | None = None) -> None:
@@ -104,19 +113,15 @@ def _plain(value: object) -> object:
     specs hold no dataclasses; one that did is caught by :func:`check_data`): ``astuple``
     deep-copies every value, seconds for a 100k-node graph's tables. Whether an item is a
     dataclass, and its fields, are asked once per type (the tables hold 100,000s of items
-    of one or two types)."""
+    of one or two types); a list holding none (the step table) is returned as it is."""
     if not isinstance(value, list):
         return value
-    fields_of: dict[type, tuple[str, ...] | None] = {}
-    out = []
-    for v in value:
-        t = type(v)
-        if t not in fields_of:
-            fields_of[t] = (tuple(f.name for f in dataclasses.fields(v))
-                            if dataclasses.is_dataclass(v) and not isinstance(v, type) else None)
-        names = fields_of[t]
-        out.append(v if names is None else tuple([getattr(v, n) for n in names]))
-    return out
+    fields_of = {t: tuple(f.name for f in dataclasses.fields(t)) if dataclasses.is_dataclass(t)
+                 else None for t in set(map(type, value))}
+    if all(names is None for names in fields_of.values()):  # the step table: tuples only
+        return value
+    return [v if (names := fields_of[type(v)]) is None else tuple([getattr(v, n) for n in names])
+            for v in value]
 
 
 def _header(model: RunnerModel) -> str:
@@ -157,21 +162,30 @@ def _table(name: str, value: object) -> str:
 _json_row = compact_encoder(ensure_ascii=True, separators=(", ", ": "))
 
 
-def _json_table(name: str, rows: list, per_line: int = 1) -> str:
-    """``NAME = json.loads(r'''[...]''')``, ``per_line`` rows a line: the tables that grow
-    with the graph are JSON, which ``json.loads`` reads in a fraction of the time the Python
-    parser takes for the same literal (20 s for a 100k-node step table)."""
+#: Lines of a JSON table joined into one piece of text at a time: each block's row texts are
+#: freed before the next block's are made (their memory reused, not millions of strings alive).
+_LINES_PER_BLOCK = 4096
+
+
+def _json_table(name: str, rows: list, per_line: int = 1) -> list[str]:
+    """``NAME = json.loads(r'''[...]''')`` as pieces of text, ``per_line`` rows a line: the
+    tables that grow with the graph are JSON, which ``json.loads`` reads in a fraction of the
+    time the Python parser takes for the same literal (20 s for a 100k-node step table)."""
     if not rows:
-        return f"{name} = []"
-    # a slice's JSON is its rows' JSON joined by the item separator, inside brackets
-    lines = map(_json_row, rows) if per_line == 1 else (
-        _json_row(rows[k:k + per_line])[1:-1] for k in range(0, len(rows), per_line))
-    # the separators hold no quote: escaping the joined text escapes every row
-    text = ",\n    ".join(lines).replace("'", "\\u0027")
-    return f"{name} = json.loads(r'''[\n    " + text + "\n]''')"
+        return [f"{name} = []"]
+    separated: list[str] = []  # blocks of lines with the line separator between them
+    block_rows = _LINES_PER_BLOCK * per_line
+    for start in range(0, len(rows), block_rows):
+        block = rows[start:start + block_rows]
+        # a slice's JSON is its rows' JSON joined by the item separator, inside brackets
+        lines = map(_json_row, block) if per_line == 1 else (
+            _json_row(block[k:k + per_line])[1:-1] for k in range(0, len(block), per_line))
+        # the separators hold no quote: escaping the joined text escapes every row
+        separated += (",\n    ", ",\n    ".join(lines).replace("'", "\\u0027"))
+    return [f"{name} = json.loads(r'''[\n    ", *separated[1:], "\n]''')"]
 
 
-def _graph_data(model: RunnerModel, backend: str | None) -> str:
+def _graph_data(model: RunnerModel, backend: str | None) -> list[str]:
     groups = [(g.var, g.name, g.size,
                [list(s) for s in g.rank_sets] if g.rank_sets is not None else None)
               for g in model.groups]
@@ -207,11 +221,15 @@ def _graph_data(model: RunnerModel, backend: str | None) -> str:
         "# (arenas + inputs + every other live tensor; largest rank's sizes).",
         _table("PREDICTED_PEAK_BYTES", model.predicted_peak_bytes),
     ]
-    return "\n".join(parts) + "\n"
+    return [piece for part in parts for piece in (*_as_pieces(part), "\n")]
 
 
-def _steps(model: RunnerModel) -> str:
+def _as_pieces(part: str | list[str]) -> list[str]:
+    return [part] if isinstance(part, str) else part
+
+
+def _steps(model: RunnerModel) -> list[str]:
     """The step table (one record per node, the graph's order) and the optimized order."""
-    return (_json_table("STEPS", model.steps) + "\n"
-            + "# commopt's order: node indices (records of STEPS), run on the arenas.\n"
-            + _json_table("OPTIMIZED_ORDER", model.optimized_order, per_line=20) + "\n")
+    return [*_json_table("STEPS", model.steps), "\n",
+            "# commopt's order: node indices (records of STEPS), run on the arenas.\n",
+            *_json_table("OPTIMIZED_ORDER", model.optimized_order, per_line=20), "\n"]

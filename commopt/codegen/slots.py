@@ -13,7 +13,7 @@ from commopt.errors import OptionError
 from commopt.ir.graph import DTYPE_BYTES, Graph, NodeKind, TensorMeta
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Slot:
     """Where one tensor of one collective lives in its group's arena, and when (plan positions)."""
 
@@ -54,6 +54,7 @@ def plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str, 
     buffers: list[BufferSpec] = []
     slots: dict[tuple[int, str, int], Slot] = {}
     persistent: list[tuple[str, str]] = []
+    index_of, nodes, collective = graph.index_of, graph.nodes, NodeKind.COLLECTIVE
     for arena in plan.groups:
         if arena.group not in group_var:
             raise OptionError(f"the plan has an arena for unknown group {arena.group!r}",
@@ -61,29 +62,34 @@ def plan_tables(graph: Graph, order: list[int], plan: Any, group_var: dict[str, 
         gv = group_var[arena.group]
         arenas.append((gv, int(arena.arena_bytes)))
         for buf in arena.buffers:
-            coll = graph.index_of.get(buf.node)
-            if coll is None or graph.nodes[coll].kind is not NodeKind.COLLECTIVE:
-                raise OptionError(f"the plan has a buffer for {buf.node!r}, not a collective "
+            node_name, dtype, role, tensor_index = buf.node, buf.dtype, buf.role, int(buf.tensor_index)
+            coll = index_of.get(node_name)
+            if coll is None or nodes[coll].kind is not collective:
+                raise OptionError(f"the plan has a buffer for {node_name!r}, not a collective "
                                   "of this graph", field="plan.groups.buffers")
-            if buf.dtype not in DTYPE_BYTES:
-                raise OptionError(f"buffer {buf.name!r} has unknown dtype {buf.dtype!r}",
+            dtype_bytes = DTYPE_BYTES.get(dtype)
+            if dtype_bytes is None:
+                raise OptionError(f"buffer {buf.name!r} has unknown dtype {dtype!r}",
                                   field="plan.groups.buffers")
             shape = tuple(map(int, buf.max_shape or buf.shape))
-            nbytes = math.prod(shape) * DTYPE_BYTES[buf.dtype]
-            if buf.offset_bytes % DTYPE_BYTES[buf.dtype] or buf.offset_bytes + nbytes > arena.arena_bytes:
+            nbytes = math.prod(shape) * dtype_bytes
+            offset = int(buf.offset_bytes)
+            if offset % dtype_bytes or offset + nbytes > arena.arena_bytes:
                 raise OptionError(f"buffer {buf.name!r} does not fit its arena at its offset",
                                   field="plan.groups.buffers")
-            var = identifier("b", len(buffers), f"{buf.node}_{buf.role}{buf.tensor_index}")
-            buffers.append(BufferSpec(var, gv, int(buf.offset_bytes), buf.dtype, shape))
-            slot = Slot(var, bool(buf.zero_copy), gv, int(buf.offset_bytes),
-                        max(int(buf.size_bytes), nbytes), int(buf.first), int(buf.last), buf.dtype,
-                        shape, bool(getattr(buf, "persistent", False)))
-            slots[(coll, buf.role, int(buf.tensor_index))] = slot
-            if slot.persistent:
+            var = identifier("b", len(buffers), f"{node_name}_{role}{buf.tensor_index}")
+            buffers.append(BufferSpec(var, gv, offset, dtype, shape))
+            is_persistent = bool(getattr(buf, "persistent", False))
+            slot = Slot(var, bool(buf.zero_copy), gv, offset, max(int(buf.size_bytes), nbytes),
+                        int(buf.first), int(buf.last), dtype, shape, is_persistent)
+            slots[(coll, role, tensor_index)] = slot
+            if is_persistent:
                 persistent.append((var, _persistent_input(graph, buf)))
-            readers = [_reader_key(graph, r) for r in getattr(buf, "shared_with", ())]
-            if slot.persistent or readers:
-                _check_one_storage(graph, buf, [(coll, buf.role, int(buf.tensor_index)), *readers])
+            shared_with = getattr(buf, "shared_with", ())
+            if not shared_with and not is_persistent:  # most buffers: one reader, a copy
+                continue
+            readers = [_reader_key(graph, r) for r in shared_with]
+            _check_one_storage(graph, buf, [(coll, role, tensor_index), *readers])
             for key in readers:
                 slots[key] = slot
     return arenas, buffers, slots, str(plan.digest), persistent

@@ -28,7 +28,7 @@ class InputSpec:
     key: str | None = None  # state-dict key (a .pt2 parameter's or buffer's target)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BufferSpec:
     """A communication buffer's view: arena (group variable), byte offset, dtype, shape."""
 

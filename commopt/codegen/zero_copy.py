@@ -5,7 +5,7 @@ then emits those producers writing into their buffer and skips the copy-in."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from commopt.buffers.offsets import Occupancy, TimeRanges
 from commopt.codegen.lowering import collective_sources, runnable
@@ -16,7 +16,7 @@ from commopt.ir.out_variants import WriteMode, write_mode
 
 
 def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
-                      pos: dict[int, int]) -> dict[int, tuple[str, WriteMode, tuple[int, ...] | None]]:
+                      pos: Sequence[int]) -> dict[int, tuple[str, WriteMode, tuple[int, ...] | None]]:
     """Producer index -> (buffer variable, how it writes there, the shape it writes as or
     None for the buffer's own): its out= overload, or a ``copy_`` for a dtype cast (see
     :mod:`commopt.ir.out_variants`).
@@ -30,7 +30,8 @@ def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
     """
     producers = {}  # (collective, k) -> the node writing the value the collective sends
     windows = {}  # (collective, k) -> (output slot, first, last): the producer's writing window
-    for coll, role, k, node, sources in _candidates(graph, slots):
+    candidates = list(_candidates(graph, slots))
+    for coll, role, k, node, sources in candidates:
         producer = same_bytes_root(graph, sources[k])
         if producer is None:
             continue
@@ -40,7 +41,7 @@ def zero_copy_targets(graph: Graph, slots: dict[tuple[int, str, int], Slot],
             windows[coll, k] = (out, pos[producer], pos[coll] - 1)
     busy = _busy(slots, windows)
     targets: dict[int, tuple[str, WriteMode, tuple[int, ...] | None]] = {}
-    for coll, role, k, node, sources in _candidates(graph, slots):
+    for coll, role, k, node, sources in candidates:
         if (coll, k) not in producers:
             continue
         slot = slots[coll, role, k]

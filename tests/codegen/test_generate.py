@@ -143,6 +143,19 @@ def test_order_that_breaks_a_dependency_is_refused() -> None:
         generate_runner(g, bad)
 
 
+def test_a_broken_order_names_its_first_node_run_too_early_and_that_nodes_first_late_input() -> None:
+    """The check compares every edge at once; the error is still the one a walk of the order
+    meets first: the earliest node with a predecessor after it, and its first such input."""
+    g = tiny_graph()
+    n = len(g)
+    late = sorted(range(n), key=lambda i: (len(g.preds(i)) < 2, i))[0]  # two inputs, both late
+    bad = [late, *(i for i in range(n) if i != late)]
+    first_pred = g.nodes[g.preds(late)[0]].name
+    with pytest.raises(OptionError, match=f"puts {g.nodes[late].name!r} before its predecessor "
+                       f"{first_pred!r}"):
+        generate_runner(g, bad)
+
+
 def test_an_optimized_order_on_the_loaded_graph_says_which_graph_it_belongs_to() -> None:
     """Corpus SimpleFSDP (ws8): the default optimize re-gathers a layer's parameters in the
     order the backward uses them, a group order the loaded graph keeps. Paired with the loaded
