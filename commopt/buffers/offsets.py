@@ -119,8 +119,11 @@ class TimeRanges:
             while len(nodes):
                 partial[nodes] = True
                 nodes = nodes[nodes > 1] >> 1
+        kept_from = _nearest_kept(canonical, height)
         self.lo, self.hi = lo.tolist(), hi.tolist()
-        self.left, self.right, self.stop = left.tolist(), right.tolist(), stop.tolist()
+        self.left, self.right = kept_from[left].tolist(), kept_from[right].tolist()
+        self.stop = stop.tolist()
+        self.up = np.concatenate(([0, 0], kept_from[np.arange(2, self.slots) >> 1])).tolist()
         self.agg_kept = canonical.tobytes()
         self.own_kept = (canonical & partial).tobytes()
 
@@ -139,20 +142,29 @@ class TimeRanges:
                 canonical.append(hi)
             lo >>= 1
             hi >>= 1
-        kept = self.agg_kept
+        up = self.up
         left = []
         v = self.left[i]
         while v:
-            if kept[v]:
-                left.append(v)
-            v >>= 1
+            left.append(v)
+            v = up[v]
         right = []
         v, stop = self.right[i], self.stop[i]
         while v > stop:
-            if kept[v]:
-                right.append(v)
-            v >>= 1
+            right.append(v)
+            v = up[v]
         return canonical, left, right
+
+
+def _nearest_kept(kept: np.ndarray, height: int) -> np.ndarray:
+    """Per tree node (0 included, for none), the nearest of itself and its ancestors that is
+    ``kept``, 0 for none: filled a level at a time from the root down."""
+    nearest = np.zeros(len(kept), dtype=np.int64)
+    nearest[1] = 1 if kept[1] else 0
+    for level in range(1, height + 1):
+        nodes = np.arange(1 << level, 2 << level, dtype=np.int64)
+        nearest[nodes] = np.where(kept[nodes], nodes, nearest[nodes >> 1])
+    return nearest
 
 
 def _bit_length(values: np.ndarray) -> np.ndarray:
@@ -229,21 +241,14 @@ class Occupancy:
     def _take(self, nodes: tuple[list[int], list[int], list[int]], start: int, end: int) -> None:
         canonical, left, right = nodes
         own, agg = self._own, self._agg
-        own_kept = self.ranges.own_kept
+        own_kept, agg_kept = self.ranges.own_kept, self.ranges.agg_kept
         for v in canonical:
             if own_kept[v]:
                 _add_range(own, v, start, end)
             _add_range(agg, v, start, end)
         for path in (left, right):
             for v in path:
-                flat = agg[v]
-                if flat is None:
-                    agg[v] = [start, end]
-                elif flat[-1] < start:  # above every range (greedy packing stacks up)
-                    flat += (start, end)
-                elif flat[-1] == start:
-                    flat[-1] = end
-                elif _add_range(agg, v, start, end):
+                if agg_kept[v] and _add_range(agg, v, start, end):
                     break  # held [start, end) already: so do its ancestors' aggregates
 
     def overlaps(self, i: int, start: int, end: int) -> bool:
