@@ -93,9 +93,12 @@ def _model_arrays(model: MemoryModel) -> _ModelArrays:
     """The model's arrays, built once per model (models are cached per graph)."""
     cached = _ARRAYS.get(model)
     if cached is None:
-        counts = [len(r) for r in model.releases]
-        users = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-        roots = np.fromiter((r for rs in model.releases for r in rs), dtype=np.int64, count=sum(counts))
+        if model.release_pairs is not None:
+            users, roots = model.release_pairs
+        else:  # a model made elsewhere
+            counts = [len(r) for r in model.releases]
+            users = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+            roots = np.fromiter((r for rs in model.releases for r in rs), dtype=np.int64, count=sum(counts))
         cached = _ModelArrays(np.asarray(model.alloc, dtype=np.int64),
                               np.asarray(model.is_input, dtype=bool), users, roots)
         _ARRAYS[model] = cached
