@@ -300,10 +300,15 @@ def _storage_uses(graph: Graph, roots: list[int], hold: bool) -> tuple[np.ndarra
     if hold:
         waits = [(w, node.wait_of) for w in graph.waits()
                  if (node := nodes[w]).wait_of is not None and node.kind is NodeKind.WAIT]
-        for w, c in waits:
-            held = nodes[c].inputs
-            users.append(np.full(len(held), w, dtype=np.int64))
-            storages.append(root[np.asarray(held, dtype=np.int64)])
+        wait = np.asarray([w for w, _ in waits], dtype=np.int64)
+        coll = np.asarray([c for _, c in waits], dtype=np.int64)
+        # the collective's inputs are its run of the (node, input) pairs, node by node
+        begin = np.searchsorted(user, coll)
+        count = np.searchsorted(user, coll, side="right") - begin
+        ends = np.cumsum(count)
+        at = np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + np.repeat(begin - ends + count, count)
+        users.append(np.repeat(wait, count))
+        storages.append(root[source[at]])
     return np.concatenate(users), np.concatenate(storages)
 
 
