@@ -48,6 +48,7 @@ from commopt.ir.layout import same_bytes_root
 from commopt.ir.out_variants import write_mode
 from commopt.ir.schedule import Schedule
 from commopt.ir.sizes import has_data_dependent_output
+from commopt.sim.memory import position_array
 from commopt.sim.model import input_pairs
 
 #: Index used in alias keys for "every tensor of the node" (a direct alias of a multi-output node).
@@ -325,19 +326,20 @@ class BufferTable:
         memo = _LIFETIMES.setdefault(self, {})
         found = memo.get(schedule)
         if found is None:
-            found = self._lifetimes(graph, schedule)
+            pos = position_array(schedule)
+            found = self._lifetimes(pos)
             for array in found:
                 array.setflags(write=False)
-            original = tuple(graph.original_order)
-            others = [key for key in memo if key.order != original]
-            if schedule.order != original and len(others) >= LIFETIME_ORDERS_KEPT:
+            original = bool((pos == np.arange(len(pos))).all())  # nodes in their input order
+            others = [key for key, (_, kept) in memo.items() if not kept]
+            if not original and len(others) >= LIFETIME_ORDERS_KEPT:
                 del memo[others[0]]  # the oldest
-            memo[schedule] = found
-        return found
+            memo[schedule] = (found, original)
+            return found
+        return found[0]
 
-    def _lifetimes(self, graph: Graph, schedule: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`lifetimes`, computed."""
-        pos = np.asarray(schedule.positions, dtype=np.int64).reshape(len(graph.nodes))
+    def _lifetimes(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`lifetimes`, computed from every node's position."""
         sites = self.sites
         last_touch = np.full(len(sites.key_ids) + 1, -1, dtype=np.int64)
         np.maximum.at(last_touch, sites.touch_key, pos[sites.touch_node])
@@ -378,6 +380,7 @@ _TABLES: weakref.WeakKeyDictionary[Graph, dict] = weakref.WeakKeyDictionary()
 #: Orders besides the original one whose lifetimes a table remembers (each a few arrays of
 #: one int per buffer, and the order itself).
 LIFETIME_ORDERS_KEPT = 2
+#: Per table, (lifetimes, whether the order is the original one) by schedule.
 _LIFETIMES: weakref.WeakKeyDictionary[BufferTable, dict[Schedule, tuple]] = weakref.WeakKeyDictionary()
 
 

@@ -18,7 +18,7 @@ import operator
 import random
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
-from itertools import chain, compress
+from itertools import chain
 
 import numpy as np
 
@@ -40,6 +40,14 @@ ORDERINGS: dict[str, Callable[[int, int, int, int], tuple[int, ...]]] = {
 #: heuristic; by-area and by-start never won there.
 LARGE_INSTANCE_BUFFERS = 4096
 LARGE_INSTANCE_ORDERINGS = ("greedy_by_size", "greedy_by_length")
+
+#: Above :data:`LARGE_INSTANCE_BUFFERS` buffers, an ordering after the first is given up once
+#: its placements have read this many times the taken bounds the first one's read (a work
+#: count, not a clock: plans stay deterministic). Placing the longest lifetimes first
+#: fragments the arena, and every later placement then reads thousands of bounds: greedy by
+#: length took 9 s on the 22,725 buffers of a 100k-node FSDP graph where greedy by size
+#: took 0.4 s (it runs only when greedy by size misses the lower bound).
+LARGE_INSTANCE_WORK_FACTOR = 4
 
 #: Up to this many buffers, when no ordering reaches the lower bound, a local search follows:
 #: it swaps two random buffers of the best order so far and keeps the swap when the arena does
@@ -67,17 +75,20 @@ def lower_bound(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[int
 
 
 class TimeRanges:
-    """Every buffer's lifetime as nodes of a segment tree over compressed time, and which
-    sets of the tree a placement reads and writes (see :func:`greedy_best_fit`).
+    """Every buffer's lifetime as a range of leaves of a segment tree over compressed time,
+    and where the tree nodes a placement reads and writes lie (see :class:`Occupancy`).
 
-    Each tree node ``v`` has two sets, kept in one table of ``2 * slots`` entries: ``own``
-    at ``v`` and ``agg`` at ``slots + v``. For buffer i, ``reads[i]`` are ``agg`` of the
-    canonical nodes of its range (disjoint, together exactly the range) and ``own`` of
-    their strict ancestors; ``writes[i]`` are ``own`` of its canonical nodes and ``agg`` of
-    those and of their ancestors. Entries no placement writes are never read and the other
-    way round (about a fifth fewer of each). Computed once per instance and shared by every
-    ordering tried; with numpy, one tree level at a time for all buffers at once (a loop
-    per buffer took a third of a second for 20,000 buffers).
+    The leaves are the clique points (:func:`_clique_points`); the tree has ``slots`` nodes
+    (root 1, leaves from ``slots // 2`` on). Buffer i covers leaves ``[lo[i], hi[i])``: its
+    *canonical* nodes (disjoint, together exactly the range) and their strict ancestors (the
+    nodes it covers in part), which lie on two paths to the root: from ``left[i]`` up, and from
+    ``right[i]`` up to where it joins the first path (``stop[i]``, an id at or above which
+    the right path's nodes are on the left one; 0: it does not join). 0 is no node.
+    :meth:`nodes` walks them. Per node, ``agg_kept``: some range has it canonical (someone reads
+    its aggregate); ``own_kept``: also some range covers it in part (someone reads what is
+    taken for all of its time). Only these ints and flags are kept, made with numpy a tree level
+    at a time for all buffers at once: lists of every buffer's nodes took most of a second
+    and hundreds of MB at a million graph nodes, more than walking the nodes when placing.
     """
 
     def __init__(self, firsts: Sequence[int], lasts: Sequence[int]) -> None:
@@ -85,7 +96,6 @@ class TimeRanges:
         last = np.asarray(lasts, dtype=np.int64).reshape(-1)
         if len(first) != len(last):
             raise ValueError("firsts and lasts differ in length")
-        n = len(first)
         points = _clique_points(first, last)
         leaves = 1
         while leaves < max(1, len(points)):
@@ -93,46 +103,92 @@ class TimeRanges:
         self.slots = 2 * leaves
         lo = np.searchsorted(points, first) + leaves
         hi = np.searchsorted(points, last, side="right") + leaves
-        ids = np.arange(n, dtype=np.int64)
-        first_leaf, end_leaf = lo, hi
-        canon_buf: list[np.ndarray] = []
-        canon_node: list[np.ndarray] = []
-        active = lo < hi
-        while active.any():  # the bottom-up walk of a range query, every buffer at once
-            left = active & (lo & 1 == 1)
-            canon_buf.append(ids[left])
-            canon_node.append(lo[left])
-            lo = lo + left
-            right = active & (hi & 1 == 1)
-            hi = hi - right
-            canon_buf.append(ids[right])
-            canon_node.append(hi[right])
+        some = lo < hi
+        # the left path starts above lo's lowest set bit, the right one above hi's (hi at the
+        # right edge of the tree: no right path); they meet where both exist and lo, hi - 1 agree
+        lo_bit, hi_bit = _bit_length(lo & -lo), _bit_length(hi & -hi)
+        left = np.where(some, lo >> lo_bit, 0)
+        right = np.where(some, (hi - 1) >> hi_bit, 0)
+        join = np.maximum(np.maximum(lo_bit, hi_bit), _bit_length(lo ^ (hi - 1)))
+        height = leaves.bit_length() - 1
+        stop = np.where(some & (join <= height), (hi - 1) >> np.minimum(join, height), 0)
+        canonical = _canonical_flags(lo, hi, self.slots)
+        partial = np.zeros(self.slots, dtype=bool)
+        for start in (left, right):
+            nodes = start[start > 0]
+            while len(nodes):
+                partial[nodes] = True
+                nodes = nodes[nodes > 1] >> 1
+        kept_from = _nearest_kept(canonical, height)
+        self.lo, self.hi = lo.tolist(), hi.tolist()
+        self.left, self.right = kept_from[left].tolist(), kept_from[right].tolist()
+        self.stop = stop.tolist()
+        self.up = np.concatenate(([0, 0], kept_from[np.arange(2, self.slots) >> 1])).tolist()
+        self.agg_kept = canonical.tobytes()
+        self.own_kept = (canonical & partial).tobytes()
+
+    def nodes(self, i: int) -> tuple[list[int], list[int], list[int]]:
+        """Buffer i's canonical nodes, and the two paths of its strict ancestors (each from
+        the bottom up, together every strict ancestor once) without the nodes whose
+        aggregate nobody reads (nothing is kept there)."""
+        lo, hi = self.lo[i], self.hi[i]
+        canonical = []
+        while lo < hi:  # the bottom-up walk of a range query
+            if lo & 1:
+                canonical.append(lo)
+                lo += 1
+            if hi & 1:
+                hi -= 1
+                canonical.append(hi)
             lo >>= 1
             hi >>= 1
-            active = lo < hi
-        cbuf, cnode = _by_buffer(np.concatenate([[], *canon_buf]).astype(np.int64),
-                                 np.concatenate([[], *canon_node]).astype(np.int64))
-        key = sorted_unique(_ancestor_keys(first_leaf, end_leaf, leaves))
-        abuf, anode = key // self.slots, key % self.slots
-        # agg is only read at canonical nodes, own only at ancestors; own is only written at
-        # canonical nodes: what no placement reads is not written, and the other way round
-        canonical = np.zeros(self.slots, dtype=bool)
-        canonical[cnode] = True
-        ancestor = np.zeros(self.slots, dtype=bool)
-        ancestor[anode] = True
-        keep = canonical[anode]
-        rbuf, rnode = _by_buffer(np.concatenate([cbuf, abuf[keep]]),
-                                 np.concatenate([cnode + self.slots, anode[keep]]))
-        entries = np.arange(2 * self.slots).astype(object)  # one int object per entry
-        self.reads = _lists(rbuf, rnode, n, entries)
-        mine = ancestor[cnode]
-        wbuf = np.concatenate([cbuf[mine], cbuf, abuf[keep]])
-        wnode = np.concatenate([cnode[mine], cnode + self.slots, anode[keep] + self.slots])
-        # each buffer's agg entries children before parents (larger ids first), then its own
-        # entries: :meth:`Occupancy.take` skips the parents of an agg that holds the range
-        span = 2 * self.slots  # one sort of buffer * span + (span - 1 - entry)
-        key = np.sort(wbuf * span + (span - 1 - wnode))
-        self.writes = _lists(key // span, span - 1 - key % span, n, entries)
+        up = self.up
+        left = []
+        v = self.left[i]
+        while v:
+            left.append(v)
+            v = up[v]
+        right = []
+        v, stop = self.right[i], self.stop[i]
+        while v > stop:
+            right.append(v)
+            v = up[v]
+        return canonical, left, right
+
+
+def _nearest_kept(kept: np.ndarray, height: int) -> np.ndarray:
+    """Per tree node (0 included, for none), the nearest of itself and its ancestors that is
+    ``kept``, 0 for none: filled a level at a time from the root down."""
+    nearest = np.zeros(len(kept), dtype=np.int64)
+    nearest[1] = 1 if kept[1] else 0
+    for level in range(1, height + 1):
+        nodes = np.arange(1 << level, 2 << level, dtype=np.int64)
+        nearest[nodes] = np.where(kept[nodes], nodes, nearest[nodes >> 1])
+    return nearest
+
+
+def _bit_length(values: np.ndarray) -> np.ndarray:
+    """``int.bit_length`` of every value (non-negative, below 2**53)."""
+    return np.frexp(values.astype(np.float64))[1].astype(np.int64)
+
+
+def _canonical_flags(lo: np.ndarray, hi: np.ndarray, slots: int) -> np.ndarray:
+    """Per tree node, whether it is a canonical node of some leaf range ``[lo, hi)``: the
+    bottom-up walk of a range query, every range at once."""
+    canonical = np.zeros(slots, dtype=bool)
+    lo, hi = lo.copy(), hi.copy()
+    active = lo < hi
+    while active.any():
+        left = active & (lo & 1 == 1)
+        canonical[lo[left]] = True
+        lo += left
+        right = active & (hi & 1 == 1)
+        hi -= right
+        canonical[hi[right]] = True
+        lo >>= 1
+        hi >>= 1
+        active = lo < hi
+    return canonical
 
 
 def _clique_points(first: np.ndarray, last: np.ndarray) -> np.ndarray:
@@ -147,37 +203,6 @@ def _clique_points(first: np.ndarray, last: np.ndarray) -> np.ndarray:
     return ends[before > np.concatenate(([0], before[:-1]))]
 
 
-def _ancestor_keys(lo: np.ndarray, hi: np.ndarray, leaves: int) -> np.ndarray:
-    """``buffer * 2 * leaves + node`` for every strict ancestor of buffer b's canonical nodes
-    (leaf range ``[lo[b], hi[b])``), with repeats: the nodes its range covers in part, which
-    are the nodes on the paths up from its two ends that the range does not start or end at
-    the edge of (what a lazy segment tree pushes down on a range update)."""
-    ids = np.arange(len(lo), dtype=np.int64)[lo < hi]
-    lo, hi = lo[ids], hi[ids]
-    parts = [np.zeros(0, dtype=np.int64)]
-    for level in range(1, leaves.bit_length()):
-        for edge, node in ((lo, lo >> level), (hi, (hi - 1) >> level)):
-            partial = (edge >> level) << level != edge
-            parts.append(ids[partial] * (2 * leaves) + node[partial])
-    return np.concatenate(parts)
-
-
-def _by_buffer(bufs: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(buffer, tree node) pairs grouped by buffer, each buffer's in their given order."""
-    at = np.argsort(bufs, kind="stable")
-    return bufs[at], nodes[at]
-
-
-def _lists(bufs: np.ndarray, nodes: np.ndarray, n: int, entries: np.ndarray) -> list[list[int]]:
-    """Per buffer 0..n-1, its tree nodes (pairs grouped by buffer) as a list of ints, taken
-    from ``entries`` (the ints as objects): a million entries share a few ten thousand int
-    objects instead of each being a new one (about 30 MB at 22,000 buffers)."""
-    ends = np.cumsum(np.bincount(bufs, minlength=n)).tolist()
-    flat = entries[nodes].tolist()
-    starts = [0, *ends][:n]
-    return [flat[a:b] for a, b in zip(starts, ends, strict=True)]
-
-
 class Occupancy:
     """Byte ranges taken over time, on the segment tree of a :class:`TimeRanges`.
 
@@ -187,49 +212,44 @@ class Occupancy:
     memory taken during a range is the union of ``agg`` at its canonical nodes and ``own`` at
     their ancestors: O(log T) sets, short because touching byte ranges merge. This avoids
     enumerating every pair of lifetimes that overlap (quadratic when some live long).
+    ``scanned`` counts the taken bounds read so far (the work of the placements).
     """
 
     def __init__(self, ranges: TimeRanges) -> None:
         self.ranges = ranges
-        self._sets: list[list[int] | None] = [None] * (2 * ranges.slots)  # own, then agg
+        self._own: list[list[int] | None] = [None] * ranges.slots
+        self._agg: list[list[int] | None] = [None] * ranges.slots
+        self.scanned = 0
 
     def taken(self, i: int) -> list[list[int]]:
         """The sets whose union is the memory taken during lifetime ``i`` (flat lists, not
         to be changed)."""
-        sets = self._sets
-        return [flat for v in self.ranges.reads[i] if (flat := sets[v]) is not None]
+        return self._taken(self.ranges.nodes(i))
+
+    def _taken(self, nodes: tuple[list[int], list[int], list[int]]) -> list[list[int]]:
+        canonical, left, right = nodes
+        own, agg = self._own, self._agg
+        found = [flat for v in canonical if (flat := agg[v]) is not None]
+        found += [flat for v in left if (flat := own[v]) is not None]
+        found += [flat for v in right if (flat := own[v]) is not None]
+        return found
 
     def take(self, i: int, start: int, end: int) -> None:
         """Bytes [start, end) taken for all of lifetime ``i``."""
-        sets = self._sets
-        slots = self.ranges.slots
-        # agg entries (at slots + node, parent at (v + slots) >> 1) that hold [start, end)
-        # already: so does every ancestor's, a superset, which is then left alone
-        held: set[int] = set()
-        for v in self.ranges.writes[i]:  # add [start, end) to the set, merging what it touches
-            if v in held:
-                held.add((v + slots) >> 1)
-                continue
-            flat = sets[v]
-            if flat is None:
-                sets[v] = [start, end]
-                continue
-            top = flat[-1]
-            if top <= start:  # above every range (greedy packing stacks up): no search
-                if top == start:
-                    flat[-1] = end
-                else:
-                    flat += (start, end)
-                continue
-            lo = bisect_left(flat, start)
-            if lo & 1 and end <= flat[lo]:  # inside one range already
-                held.add((v + slots) >> 1)
-                continue
-            first = flat[lo - 1] if lo & 1 else start  # starts in (or touches) a range
-            lo -= lo & 1
-            hi = bisect_right(flat, end)
-            stop = flat[hi] if hi & 1 else end  # ends in (or touches) a range
-            flat[lo:hi + (hi & 1)] = (first, stop)
+        self._take(self.ranges.nodes(i), start, end)
+
+    def _take(self, nodes: tuple[list[int], list[int], list[int]], start: int, end: int) -> None:
+        canonical, left, right = nodes
+        own, agg = self._own, self._agg
+        own_kept, agg_kept = self.ranges.own_kept, self.ranges.agg_kept
+        for v in canonical:
+            if own_kept[v]:
+                _add_range(own, v, start, end)
+            _add_range(agg, v, start, end)
+        for path in (left, right):
+            for v in path:
+                if agg_kept[v] and _add_range(agg, v, start, end):
+                    break  # held [start, end) already: so do its ancestors' aggregates
 
     def overlaps(self, i: int, start: int, end: int) -> bool:
         """Whether any byte of [start, end) is taken at some time of lifetime ``i``."""
@@ -238,6 +258,62 @@ class Occupancy:
             if k & 1 or (k < len(flat) and flat[k] < end):
                 return True
         return False
+
+    def place(self, i: int, size: int) -> int:
+        """Put ``size`` bytes (> 0) for lifetime ``i`` where best fit puts them
+        (:func:`_best_fit`), take them and return the offset."""
+        nodes = self.ranges.nodes(i)
+        found = self._taken(nodes)
+        self.scanned += sum(map(len, found))
+        offset = _best_fit(size, found)
+        self._take(nodes, offset, offset + size)
+        return offset
+
+
+def _add_range(sets: list[list[int] | None], v: int, start: int, end: int) -> bool:
+    """Add [start, end) to the set ``sets[v]``, merging the ranges it touches; True (and
+    nothing changed) when one range of the set held it already."""
+    flat = sets[v]
+    if flat is None:
+        sets[v] = [start, end]
+        return False
+    top = flat[-1]
+    if top <= start:  # above every range (greedy packing stacks up): no search
+        if top == start:
+            flat[-1] = end
+        else:
+            flat += (start, end)
+        return False
+    lo = bisect_left(flat, start)
+    if lo & 1 and end <= flat[lo]:  # inside one range already
+        return True
+    first = flat[lo - 1] if lo & 1 else start  # starts in (or touches) a range
+    lo -= lo & 1
+    hi = bisect_right(flat, end)
+    stop = flat[hi] if hi & 1 else end  # ends in (or touches) a range
+    flat[lo:hi + (hi & 1)] = (first, stop)
+    return False
+
+
+def _best_fit(size: int, found: list[list[int]]) -> int:
+    """Where best fit puts ``size`` bytes among the taken ranges ``found`` (flat sorted
+    lists): the smallest free gap that holds them (lowest offset on ties), else on top."""
+    if not found:
+        return 0
+    if len(found) == 1:
+        starts, ends = found[0][0::2], found[0][1::2]
+    else:  # every set has even length: all starts at even places, ends at odd ones
+        bounds = list(chain.from_iterable(found))
+        starts, ends = bounds[0::2], bounds[1::2]
+        starts.sort()
+        ends.sort()
+    # With starts and ends sorted separately, the free gaps of the union are exactly
+    # [ends[k], starts[k + 1]) where positive (the k+1 smallest starts and ends pair up).
+    gaps = list(map(operator.sub, starts[1:], ends))
+    best = min(filter(size.__le__, gaps), default=None)
+    if starts[0] >= size and (best is None or starts[0] <= best):
+        return 0  # below every range
+    return ends[-1] if best is None else ends[gaps.index(best)]
 
 
 def greedy_best_fit(order: Sequence[int], sizes: Sequence[int], firsts: Sequence[int],
@@ -250,6 +326,15 @@ def greedy_best_fit(order: Sequence[int], sizes: Sequence[int], firsts: Sequence
     """
     if ranges is None:
         ranges = TimeRanges(firsts, lasts)
+    placed = _greedy_best_fit(order, sizes, ranges, None)
+    assert placed is not None
+    return placed[0], placed[1]
+
+
+def _greedy_best_fit(order: Sequence[int], sizes: Sequence[int], ranges: TimeRanges,
+                     work_limit: int | None) -> tuple[list[int], int, int] | None:
+    """:func:`greedy_best_fit`, with its work (the taken bounds the placements read,
+    :attr:`Occupancy.scanned`) third; None once the work passes ``work_limit``."""
     occupancy = Occupancy(ranges)
     offsets = [0] * len(sizes)
     arena = 0
@@ -257,29 +342,12 @@ def greedy_best_fit(order: Sequence[int], sizes: Sequence[int], firsts: Sequence
         size = sizes[i]
         if size <= 0:
             continue
-        found = occupancy.taken(i)
-        best_off = 0
-        if found:
-            if len(found) == 1:
-                starts, ends = found[0][0::2], found[0][1::2]
-            else:  # every set has even length: all starts at even places, ends at odd ones
-                bounds = list(chain.from_iterable(found))
-                starts, ends = bounds[0::2], bounds[1::2]
-                starts.sort()
-                ends.sort()
-            # With starts and ends sorted separately, the free gaps of the union are exactly
-            # [ends[k], starts[k + 1]) where positive (the k+1 smallest starts and ends pair up).
-            gaps = list(map(operator.sub, starts[1:], ends))
-            fits = list(compress(zip(gaps, ends, strict=False), map(size.__le__, gaps)))
-            if starts[0] >= size:
-                fits.append((starts[0], 0))
-            best_off = min(fits)[1] if fits else ends[-1]
-        offsets[i] = best_off
-        end = best_off + size
-        occupancy.take(i, best_off, end)
-        if end > arena:
-            arena = end
-    return offsets, arena
+        offset = offsets[i] = occupancy.place(i, size)
+        if offset + size > arena:
+            arena = offset + size
+        if work_limit is not None and occupancy.scanned > work_limit:
+            return None
+    return offsets, arena, occupancy.scanned
 
 
 def assign_offsets(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[int],
@@ -287,8 +355,9 @@ def assign_offsets(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[
     """Best of the greedy-by-size family: returns (offsets, arena size, winning ordering name).
 
     ``orderings`` (names from :data:`ORDERINGS`) default to all of them, or to
-    :data:`LARGE_INSTANCE_ORDERINGS` above :data:`LARGE_INSTANCE_BUFFERS` buffers. Stops
-    early when an ordering reaches the lower bound (it cannot be beaten).
+    :data:`LARGE_INSTANCE_ORDERINGS` above :data:`LARGE_INSTANCE_BUFFERS` buffers, where an
+    ordering that reads more than :data:`LARGE_INSTANCE_WORK_FACTOR` times what the first one
+    read is given up. Stops early when an ordering reaches the lower bound (it cannot be beaten).
     """
     n = len(sizes)
     if n == 0:
@@ -304,13 +373,19 @@ def assign_offsets(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[
     best: tuple[list[int], int, str] | None = None
     best_order: list[int] = []
     tried: list[list[int]] = []
+    work_limit = None
     for name in names:
         key = ORDERINGS[name]
         order = sorted(range(n), key=lambda i, key=key: key(i, sizes[i], firsts[i], lasts[i]))
         if order in tried:  # same priorities, same placement
             continue
         tried.append(order)
-        offsets, arena = greedy_best_fit(order, sizes, firsts, lasts, ranges=ranges)
+        placed = _greedy_best_fit(order, sizes, ranges, work_limit)
+        if placed is None:  # over the work cap: this ordering is left out
+            continue
+        offsets, arena, work = placed
+        if n > LARGE_INSTANCE_BUFFERS and work_limit is None:
+            work_limit = LARGE_INSTANCE_WORK_FACTOR * max(work, n)
         if best is None or arena < best[1]:
             best = (offsets, arena, name)
             best_order = order

@@ -49,8 +49,7 @@ def _live_curve(graph: Graph, order: Sequence[int], model: MemoryModel,
     storages node ``i`` uses (keeps alive until it runs). Vectorized over the model's arrays
     (:func:`_model_arrays`): the passes replay many orders of one graph."""
     n = len(graph.nodes)
-    schedule = Schedule.of(graph, order)
-    pos = np.asarray(schedule.positions, dtype=np.int64).reshape(n)
+    pos = position_array(Schedule.of(graph, order))
     arrays = _model_arrays(model)
     sizes = arrays.alloc
     if resident:
@@ -66,13 +65,32 @@ def _live_curve(graph: Graph, order: Sequence[int], model: MemoryModel,
     freed = np.zeros(n + 1, dtype=np.int64)
     freeable = ~arrays.is_input & (sizes != 0)
     np.add.at(freed, last[freeable] + 1, sizes[freeable])  # dropped from the next step on
-    order_arr = np.asarray(schedule.order, dtype=np.int64).reshape(n)
+    order_arr = np.empty(n, dtype=np.int64)
+    order_arr[pos] = np.arange(n, dtype=np.int64)  # the order, from the positions
     allocated = np.where(arrays.is_input[order_arr], 0, sizes[order_arr])
     live = inputs_live + np.cumsum(allocated) - np.cumsum(freed[:n])
     peak = max(inputs_live, int(live.max())) if n else inputs_live
     curve = array("q")
     curve.frombytes(live.astype(np.int64).tobytes())
     return peak, curve
+
+
+#: The last schedule :func:`position_array` was asked for, and its answer.
+_LAST_POSITIONS: tuple[Schedule | None, np.ndarray | None] = (None, None)
+
+
+def position_array(schedule: Schedule) -> np.ndarray:
+    """``schedule.positions`` as a read-only int64 array, remembered for the last schedule
+    asked (by identity: schedules are immutable): the footprint of an order replays it
+    twice, the buffer lifetimes and the live tensors, and converting 100,000s of ints
+    from a tuple costs more than the arithmetic on them."""
+    global _LAST_POSITIONS
+    last, pos = _LAST_POSITIONS
+    if last is not schedule or pos is None:
+        pos = np.asarray(schedule.positions, dtype=np.int64).reshape(len(schedule))
+        pos.setflags(write=False)
+        _LAST_POSITIONS = (schedule, pos)
+    return pos
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,9 +111,12 @@ def _model_arrays(model: MemoryModel) -> _ModelArrays:
     """The model's arrays, built once per model (models are cached per graph)."""
     cached = _ARRAYS.get(model)
     if cached is None:
-        counts = [len(r) for r in model.releases]
-        users = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-        roots = np.fromiter((r for rs in model.releases for r in rs), dtype=np.int64, count=sum(counts))
+        if model.release_pairs is not None:
+            users, roots = model.release_pairs
+        else:  # a model made elsewhere
+            counts = [len(r) for r in model.releases]
+            users = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+            roots = np.fromiter((r for rs in model.releases for r in rs), dtype=np.int64, count=sum(counts))
         cached = _ModelArrays(np.asarray(model.alloc, dtype=np.int64),
                               np.asarray(model.is_input, dtype=bool), users, roots)
         _ARRAYS[model] = cached

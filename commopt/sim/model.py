@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, pairwise
 
 import numpy as np
@@ -165,10 +165,19 @@ def allocation_bytes(graph: Graph, roots: Sequence[int] | None = None, *,
     """
     roots = effective_roots(graph) if roots is None else roots
     sizes = [0] * len(graph.nodes)
+    # loaders share one TensorMeta among the tensors that look alike (a handful per graph):
+    # its bytes are computed once, not once per node
+    meta_bytes: dict[int, int] = {}
     for node in graph.nodes:
         i = node.index
         if roots[i] == i and node.kind not in _NO_ALLOC and node.outputs:
-            sizes[i] = node.padded_nbytes if padded else node.nbytes
+            total = 0
+            for meta in node.outputs:
+                size = meta_bytes.get(id(meta))
+                if size is None:
+                    size = meta_bytes[id(meta)] = meta.padded_nbytes if padded else meta.nbytes
+                total += size
+            sizes[i] = total
     return sizes
 
 
@@ -188,6 +197,9 @@ class MemoryModel:
     releases: list[tuple[int, ...]]
     uses: list[int]
     is_input: list[bool]
+    #: ``releases`` flattened: every (node, storage) pair as two arrays, node by node (what
+    #: the vectorized replays use; made with the tuples, not from them)
+    release_pairs: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
 
 _MODELS: dict[tuple[bool, bool], weakref.WeakKeyDictionary[Graph, MemoryModel]] = {
@@ -206,8 +218,8 @@ def memory_model(graph: Graph, *, padded: bool = False, hold_inputs_until_wait: 
     roots, is_input = _storage_facts(graph)
     alloc = _allocations(graph, padded)
     freeable = bytes(a > 0 and not inp for a, inp in zip(alloc, is_input, strict=True))
-    releases, uses = _releases(graph, roots, freeable, hold_inputs_until_wait)
-    model = MemoryModel(alloc, roots, releases, uses, is_input)
+    releases, uses, pairs = _releases(graph, roots, freeable, hold_inputs_until_wait)
+    model = MemoryModel(alloc, roots, releases, uses, is_input, pairs)
     _MODELS[key][graph] = model
     return model
 
@@ -238,18 +250,19 @@ def _allocations(graph: Graph, padded: bool) -> list[int]:
     return alloc
 
 
-#: Per graph, (``releases``, ``uses``) by (freeable storages, hold_inputs_until_wait): the
-#: padded and unpadded models mostly name the same storages.
-_RELEASES: weakref.WeakKeyDictionary[Graph, dict[tuple[bytes, bool], tuple[list, list[int]]]] = (
+#: Per graph, (``releases``, ``uses``, ``release_pairs``) by (freeable storages,
+#: hold_inputs_until_wait): the padded and unpadded models mostly name the same storages.
+_RELEASES: weakref.WeakKeyDictionary[Graph, dict[tuple[bytes, bool], tuple[list, list[int], tuple]]] = (
     weakref.WeakKeyDictionary())
 
 
 def _releases(graph: Graph, roots: list[int], freeable: bytes,
-              hold: bool) -> tuple[list[tuple[int, ...]], list[int]]:
-    """:attr:`MemoryModel.releases` and ``uses`` for these freeable storages (cached per
-    graph): every (node, storage) use as arrays, the freeable ones kept, sorted and made
-    unique at once (a set per node took a third of a second at 100k nodes). The models with
-    and without ``hold`` differ only in the waits' entries and share the other tuples."""
+              hold: bool) -> tuple[list[tuple[int, ...]], list[int], tuple[np.ndarray, np.ndarray]]:
+    """:attr:`MemoryModel.releases`, ``uses`` and ``release_pairs`` for these freeable
+    storages (cached per graph): every (node, storage) use as arrays, the freeable ones kept,
+    sorted and made unique at once (a set per node took a third of a second at 100k nodes).
+    The models with and without ``hold`` differ only in the waits' entries and share the
+    other tuples."""
     cache = _RELEASES.setdefault(graph, {})
     found = cache.get((freeable, hold))
     if found is not None:
@@ -259,10 +272,13 @@ def _releases(graph: Graph, roots: list[int], freeable: bytes,
     keep = np.frombuffer(freeable, dtype=np.uint8).astype(bool)[storage]
     pairs = sorted_unique(user[keep] * max(1, n) + storage[keep])
     del user, storage, keep
-    bounds = [0, *np.cumsum(np.bincount(pairs // max(1, n), minlength=n)).tolist()]
+    user = pairs // max(1, n)
+    bounds = [0, *np.cumsum(np.bincount(user, minlength=n)).tolist()]
     storage = pairs % max(1, n)
+    del pairs
     uses = np.bincount(storage, minlength=n).tolist()
     names = np.asarray(roots, dtype=object)[storage].tolist()  # the roots' int objects, not new ones
+    named = np.asarray(roots, dtype=np.int64).reshape(n)[storage]  # the same, as an array
     other = cache.get((freeable, not hold))
     if other is None:
         releases = [tuple(names[a:b]) for a, b in pairwise(bounds)]
@@ -270,7 +286,7 @@ def _releases(graph: Graph, roots: list[int], freeable: bytes,
         releases = list(other[0])
         for w in graph.waits():
             releases[w] = tuple(names[bounds[w]:bounds[w + 1]])
-    found = cache[(freeable, hold)] = (releases, uses)
+    found = cache[(freeable, hold)] = (releases, uses, (user, named))
     return found
 
 
@@ -284,10 +300,15 @@ def _storage_uses(graph: Graph, roots: list[int], hold: bool) -> tuple[np.ndarra
     if hold:
         waits = [(w, node.wait_of) for w in graph.waits()
                  if (node := nodes[w]).wait_of is not None and node.kind is NodeKind.WAIT]
-        for w, c in waits:
-            held = nodes[c].inputs
-            users.append(np.full(len(held), w, dtype=np.int64))
-            storages.append(root[np.asarray(held, dtype=np.int64)])
+        wait = np.asarray([w for w, _ in waits], dtype=np.int64)
+        coll = np.asarray([c for _, c in waits], dtype=np.int64)
+        # the collective's inputs are its run of the (node, input) pairs, node by node
+        begin = np.searchsorted(user, coll)
+        count = np.searchsorted(user, coll, side="right") - begin
+        ends = np.cumsum(count)
+        at = np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + np.repeat(begin - ends + count, count)
+        users.append(np.repeat(wait, count))
+        storages.append(root[source[at]])
     return np.concatenate(users), np.concatenate(storages)
 
 

@@ -179,14 +179,14 @@ def test_two_lifetimes_overlap_exactly_when_they_hold_a_common_clique_point(item
 
 
 @given(buffers_strategy)
-def test_time_ranges_read_and_write_the_sets_a_walk_of_each_range_names(items):
-    """TimeRanges' per-buffer entries equal those of a plain walk per buffer: agg at the
-    canonical nodes and own at their strict ancestors are read; own at the canonical nodes
-    and agg at them and at their ancestors are written (entries nobody reads left out); the
-    writes list children before parents."""
+def test_time_ranges_walk_the_nodes_a_walk_of_each_range_names(items):
+    """TimeRanges.nodes(i) equals a plain walk per buffer: the canonical nodes, and their
+    strict ancestors once each (on two paths, each from the bottom up) less those whose
+    aggregate nobody reads; aggregates are kept where some range is canonical, own sets where
+    some range is canonical and some covers it in part."""
     _, firsts, lasts = _unpack(items)
     ranges = TimeRanges(firsts, lasts)
-    slots, leaves = ranges.slots, ranges.slots // 2
+    leaves = ranges.slots // 2
     points = _clique_points(firsts, lasts)
     canon, above = [], []
     for f, la in zip(firsts, lasts, strict=True):
@@ -195,9 +195,10 @@ def test_time_ranges_read_and_write_the_sets_a_walk_of_each_range_names(items):
         above.append({v >> k for v in nodes for k in range(1, v.bit_length()) if v >> k})
     any_canon = set().union(*canon)
     any_above = set().union(*above)
+    assert [v for v in range(ranges.slots) if ranges.agg_kept[v]] == sorted(any_canon)
+    assert [v for v in range(ranges.slots) if ranges.own_kept[v]] == sorted(any_canon & any_above)
     for i in range(len(firsts)):
-        reads = {slots + v for v in canon[i]} | (above[i] & any_canon)
-        writes = (canon[i] & any_above) | {slots + v for v in canon[i] | (above[i] & any_canon)}
-        assert sorted(ranges.reads[i]) == sorted(reads)
-        assert sorted(ranges.writes[i]) == sorted(writes)
-        assert ranges.writes[i] == sorted(ranges.writes[i], reverse=True)
+        canonical, left, right = ranges.nodes(i)
+        assert sorted(canonical) == sorted(canon[i])
+        assert sorted(left + right) == sorted(above[i] & any_canon)
+        assert left == sorted(left, reverse=True) and right == sorted(right, reverse=True)

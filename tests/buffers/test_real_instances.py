@@ -38,3 +38,19 @@ def test_local_search_improves_on_the_orderings_for_fsdp_x_tp():
     _, arena, name = assign_offsets(sizes, firsts, lasts)
     assert name == LOCAL_SEARCH_NAME
     assert arena < orderings_only
+
+
+def test_an_ordering_over_the_work_cap_is_given_up_on_large_instances(monkeypatch):
+    """Above LARGE_INSTANCE_BUFFERS, greedy by length runs only while its placements read at
+    most LARGE_INSTANCE_WORK_FACTOR times what greedy by size read (here it wins when let run)."""
+    from commopt.buffers import offsets
+
+    sizes, firsts, lasts = [2048, 2048, 1536, 2048], [6, 0, 4, 1], [10, 1, 8, 5]
+    monkeypatch.setattr(offsets, "LARGE_INSTANCE_BUFFERS", 2)
+    monkeypatch.setattr(offsets, "LOCAL_SEARCH_BUFFERS", 0)
+    by_size = assign_offsets(sizes, firsts, lasts, orderings=["greedy_by_size"])
+    by_length = assign_offsets(sizes, firsts, lasts, orderings=["greedy_by_length"])
+    assert by_length[1] < by_size[1]
+    assert assign_offsets(sizes, firsts, lasts) == by_length
+    monkeypatch.setattr(offsets, "LARGE_INSTANCE_WORK_FACTOR", 0)
+    assert assign_offsets(sizes, firsts, lasts) == by_size
