@@ -61,12 +61,9 @@ class _Track:
     """The slices of one thread, as (start, end) in ns by start, for placing zero-length
     markers on it."""
 
-    def __init__(self, spans: _Lines, tid: int) -> None:
-        """The slices of thread ``tid`` among ``spans`` (in lane order, so sorted here)."""
-        on = [k for k, t in enumerate(spans.tids) if t == tid]
-        starts = [spans.starts[k] for k in on]
-        ends = [spans.ends[k] for k in on]
-        order = sorted(range(len(on)), key=starts.__getitem__)
+    def __init__(self, starts: list[int], ends: list[int]) -> None:
+        """The thread's slices from their starts and ends, in any order."""
+        order = sorted(range(len(starts)), key=starts.__getitem__)
         self.starts = [starts[k] for k in order]
         self.ends = [ends[k] for k in order]
 
@@ -194,24 +191,34 @@ def _node_args_text(node: _Node, coll: CollectiveReport | None) -> str:
 
 
 def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
-                     nodes: _NodeTexts, flow_base: int) -> list[str]:
-    """One schedule's events as trace lines (compact JSON objects), in file order."""
+                     nodes: _NodeTexts, flow_base: int) -> Iterator[list[str]]:
+    """One schedule's events as trace lines (compact JSON objects), in file order, a chunk
+    of lines at a time: the slices are kept as columns and written as their chunk is asked
+    for, so a schedule's lines are never all held at once."""
     meta, tids = _metadata(report, s, pid)
+    yield [_encode_event(ev) for ev in meta]
     flow_of = {c.node: flow_base + k for k, c in enumerate(s.collectives)}
     # a flow ends at the collective's blocking wait, else at its first wait (a marker)
     wait_flow = {e.node: flow_of[c] for c, e in tables.blocking_waits(s).items()}
     ending = {node: f',"bind_id":{f},"flow_in":true,"flow_out":true}}' for node, f in flow_of.items()}
     ending.update((node, f',"bind_id":{f},"flow_in":true}}') for node, f in wait_flow.items())
     compute_tid = tids.get(("compute", 0), 1)
-    spans = _spans(s, pid, tids, nodes, ending)
-    compute = _Track(spans, compute_tid)
-    markers = _markers(s, pid, compute_tid, compute, flow_base, wait_flow)
-    out = [_encode_event(ev) for ev in meta]
-    out += _in_file_order(spans, markers)
-    for p in s.memory_curve:
-        out.append(f'{{"name":"{MEMORY_COUNTER}","ph":"C","ts":{_num(_ns(p.time_us))},"pid":{pid},'
-                   f'"tid":0,"args":{{"bytes":{p.live_bytes}}}}}')
-    return out
+    spans = _SpanTable(s, pid, tids, nodes, ending)
+    markers = _markers(s, pid, compute_tid, _Track(*spans.on_thread(compute_tid)), flow_base,
+                       wait_flow)
+    order = _file_order([spans.tids, markers.tids], [spans.starts, markers.starts],
+                        [spans.ends, markers.ends])
+    n = len(spans.tids)
+    for k in range(0, len(order), _LINES_PER_CHUNK):
+        rows = order[k:k + _LINES_PER_CHUNK]
+        lines: list[str] = [""] * len(rows)
+        is_span = rows < n
+        _fill(lines, np.flatnonzero(is_span).tolist(), spans.lines(rows[is_span]))
+        _fill(lines, np.flatnonzero(~is_span).tolist(),
+              map(markers.lines.__getitem__, (rows[~is_span] - n).tolist()))
+        yield lines
+    yield [f'{{"name":"{MEMORY_COUNTER}","ph":"C","ts":{_num(_ns(p.time_us))},"pid":{pid},'
+           f'"tid":0,"args":{{"bytes":{p.live_bytes}}}}}' for p in s.memory_curve]
 
 
 class _Lines:
@@ -225,68 +232,99 @@ class _Lines:
         self.lines, self.tids, self.starts, self.ends = lines, tids, starts, ends
 
 
-def _in_file_order(*parts: _Lines) -> list[str]:
-    """The lines of ``parts`` sorted by thread, start, then zero-length markers first among
-    slices starting at the same time (so a viewer that keeps file order for equal timestamps
-    never nests a marker inside the next slice); lines that tie keep their order."""
-    lines = [line for p in parts for line in p.lines]
-    keys = [[v for p in parts for v in getattr(p, name)] for name in ("tids", "starts")]
-    keys.append([end != start for p in parts for start, end in zip(p.starts, p.ends, strict=True)])
+def _file_order(tids: list[Sequence[int]], starts: list[Sequence[int]],
+                ends: list[Sequence[int]]) -> np.ndarray:
+    """The order in the file of the slices of several parts (each given by its slices'
+    thread ids, starts and ends, in ns), numbered one part after the other: by thread,
+    start, then zero-length markers first among slices starting at the same time (so a
+    viewer that keeps file order for equal timestamps never nests a marker inside the next
+    slice); slices that tie keep their order."""
     try:
-        arrays = [np.array(k, dtype=np.int64) for k in keys]
-    except OverflowError:  # a start beyond int64: Python sorts it
-        rows = list(zip(*keys, strict=True))
-        order = sorted(range(len(rows)), key=rows.__getitem__)
-    else:
-        order = np.lexsort(arrays[::-1]).tolist()  # stable, as sorted is
-    return list(map(lines.__getitem__, order))
+        keys = [np.concatenate([np.asarray(part, dtype=np.int64) for part in parts])
+                for parts in (tids, starts, ends)]
+    except OverflowError:  # a time beyond int64: Python sorts it
+        rows = [(tid, start, end != start) for t, st, en in zip(tids, starts, ends, strict=True)
+                for tid, start, end in zip(t, st, en, strict=True)]
+        return np.array(sorted(range(len(rows)), key=rows.__getitem__), dtype=np.int64)
+    return np.lexsort((keys[2] != keys[1], keys[1], keys[0]))  # stable, as sorted is
 
 
-def _spans(s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int], nodes: _NodeTexts,
-           ending: dict[str, str]) -> _Lines:
-    """The schedule's timeline spans as lines, in event order. ``ending``: the end of a line
-    that carries a flow. The spans of each common shape are written by one template, all at
+#: How :meth:`_SpanTable.lines` writes a span: by :data:`_PLAIN_SPAN`, by
+#: :data:`_EXPOSED_SPAN`, or as :func:`_span_line` wrote it beforehand.
+_PLAIN, _EXPOSED, _GENERAL = 0, 1, 2
+
+
+class _SpanTable:
+    """A schedule's timeline spans (in event order) as columns, and their trace lines for
+    any rows asked for. The spans of each common shape are written by one template, many at
     once (:data:`_PLAIN_SPAN`, :data:`_EXPOSED_SPAN`); the rare others (times that need
     :func:`_num`'s general form, a collective's exposed span) by :func:`_span_line`."""
-    cols = s.events.columns
-    names, steps, exposed = cols["node"], cols["step"], cols["exposed"]
-    n = len(names)
-    coll = {c.node: c for c in s.collectives}
-    at_of = {tid: f',"pid":{pid},"tid":{tid}' for tid in tids.values()}
-    span_tids = list(map(tids.__getitem__, zip(cols["lane"], cols["row"], strict=True)))
-    node_of = list(map(nodes.index.__getitem__, names))
-    tails = list(map(ending.get, names, repeat("}")))
-    is_exposed = np.asarray(exposed, dtype=bool)
-    is_coll = np.fromiter(map(coll.__contains__, names), dtype=bool, count=n)
-    lines = [""] * n
-    ns = _span_ns_arrays(cols["start_us"], cols["end_us"])
-    if ns is None:
-        starts, ends = _span_ns(cols["start_us"], cols["end_us"])
-        rest = range(n)
-    else:
-        start_ns, end_ns = ns
-        starts, ends = start_ns.tolist(), end_ns.tolist()
-        common = (start_ns >= 0) & (end_ns < _DECIMAL_NS)
-        dur_ns = end_ns - start_ns
-        dec = _DECIMALS.__getitem__
-        times = [(start_ns // 1000).tolist(), list(map(dec, (start_ns % 1000).tolist())),
-                 (dur_ns // 1000).tolist(), list(map(dec, (dur_ns % 1000).tolist()))]
-        at = list(map(at_of.__getitem__, span_tids))
-        args = list(map(nodes.args.__getitem__, node_of))
+
+    def __init__(self, s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
+                 nodes: _NodeTexts, ending: dict[str, str]) -> None:
+        """``ending``: the end of a line that carries a flow, by node name."""
+        cols = s.events.columns
+        names, steps, exposed = cols["node"], cols["step"], cols["exposed"]
+        n = len(names)
+        coll = {c.node: c for c in s.collectives}
+        at_of = {tid: f',"pid":{pid},"tid":{tid}' for tid in tids.values()}
+        self.names, self.steps = names, steps
+        self.tids = list(map(tids.__getitem__, zip(cols["lane"], cols["row"], strict=True)))
+        node_of = list(map(nodes.index.__getitem__, names))
+        self.heads = list(map(nodes.heads.__getitem__, node_of))
+        self.at = list(map(at_of.__getitem__, self.tids))
+        self.args = list(map(nodes.args.__getitem__, node_of))
+        self.tails = list(map(ending.get, names, repeat("}")))
+        is_exposed = np.asarray(exposed, dtype=bool)
+        is_coll = np.fromiter(map(coll.__contains__, names), dtype=bool, count=n)
         colls = np.flatnonzero(is_coll).tolist()
-        _fill(args, colls, _collective_args([coll[names[k]] for k in colls], [args[k] for k in colls]))
-        plain = np.flatnonzero(common & ~is_exposed).tolist()
-        _fill(lines, plain, _formatted(_PLAIN_SPAN, plain, [
-            list(map(nodes.heads.__getitem__, node_of)), *times, at, args, steps, tails]))
-        blocked = np.flatnonzero(common & is_exposed & ~is_coll).tolist()
-        name_text = dict(zip(blocked, map(_str, map(names.__getitem__, blocked)), strict=True))
-        _fill(lines, blocked, _formatted(_EXPOSED_SPAN, blocked, [
-            name_text, *times, at, args, steps, times[2], times[3], tails]))
-        rest = np.flatnonzero(~common | (is_exposed & is_coll)).tolist()
-    for k in rest:
-        lines[k] = _span_line(nodes, node_of[k], coll.get(names[k]), starts[k], ends[k],
-                              at_of[span_tids[k]], steps[k], exposed[k], tails[k])
-    return _Lines(lines, span_tids, starts, ends)
+        _fill(self.args, colls, _collective_args([coll[names[k]] for k in colls],
+                                                 [self.args[k] for k in colls]))
+        ns = _span_ns_arrays(cols["start_us"], cols["end_us"])
+        self.shape = np.full(n, _GENERAL, dtype=np.int8)
+        if ns is None:
+            self.starts, self.ends = _span_ns(cols["start_us"], cols["end_us"])
+        else:
+            self.starts, self.ends = ns
+            common = (self.starts >= 0) & (self.ends < _DECIMAL_NS)
+            self.shape[common & ~is_exposed] = _PLAIN
+            self.shape[common & is_exposed & ~is_coll] = _EXPOSED
+        self.general = {k: _span_line(nodes, node_of[k], coll.get(names[k]), int(self.starts[k]),
+                                      int(self.ends[k]), self.at[k], steps[k], exposed[k],
+                                      self.tails[k])
+                        for k in np.flatnonzero(self.shape == _GENERAL).tolist()}
+
+    def on_thread(self, tid: int) -> tuple[list[int], list[int]]:
+        """The starts and ends of the spans on thread ``tid``, in event order."""
+        on = np.flatnonzero(np.asarray(self.tids) == tid).tolist()
+        return [int(self.starts[k]) for k in on], [int(self.ends[k]) for k in on]
+
+    def lines(self, rows: np.ndarray) -> list[str]:
+        """The trace lines of the spans ``rows``, in that order."""
+        out: list[str] = [""] * len(rows)
+        shape = self.shape[rows]
+        dec = _DECIMALS.__getitem__
+        for kind, template in ((_PLAIN, _PLAIN_SPAN), (_EXPOSED, _EXPOSED_SPAN)):
+            at = np.flatnonzero(shape == kind)
+            if not len(at):
+                continue
+            these = rows[at]
+            start = self.starts[these]
+            dur = self.ends[these] - start
+            these = these.tolist()
+            times = [(start // 1000).tolist(), list(map(dec, (start % 1000).tolist())),
+                     (dur // 1000).tolist(), list(map(dec, (dur % 1000).tolist()))]
+            texts = [[self.heads[k] for k in these] if kind == _PLAIN
+                     else [_str(self.names[k]) for k in these], *times,
+                     *(list(map(col.__getitem__, these))
+                       for col in (self.at, self.args, self.steps))]
+            if kind == _EXPOSED:
+                texts += times[2:]
+            texts.append(list(map(self.tails.__getitem__, these)))
+            _fill(out, at.tolist(), map(template.__mod__, zip(*texts, strict=True)))
+        general = np.flatnonzero(shape == _GENERAL).tolist()
+        _fill(out, general, map(self.general.__getitem__, rows[general].tolist()))
+        return out
 
 
 def _span_line(nodes: _NodeTexts, i: int, c: CollectiveReport | None, start: int, end: int,
@@ -300,12 +338,6 @@ def _span_line(nodes: _NodeTexts, i: int, c: CollectiveReport | None, start: int
         return (f'{{"name":{_str(node[0])},"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":{_num(start)},'
                 f'"dur":{_num(dur)}{at}' + _exposed_args(node, c, args, step, dur) + tail)
     return f'{nodes.heads[i]}{_num(start)},"dur":{_num(dur)}{at}{args}{step}}}{tail}'
-
-
-def _formatted(template: str, rows: list[int], columns: list[Sequence[Any]]) -> Iterator[str]:
-    """``template % row`` of each of ``rows``, the row's values taken from ``columns``."""
-    return map(template.__mod__, zip(*[map(col.__getitem__, rows) for col in columns],
-                                     strict=True))
 
 
 def _fill(values: list[Any], rows: list[int], new: Iterable[Any]) -> None:
@@ -436,12 +468,12 @@ def _head(report: OverlapReport) -> dict[str, Any]:
 
 
 def _event_parts(report: OverlapReport) -> Iterator[list[str]]:
-    """The trace's event lines, one list per schedule (a writer holds one schedule's at a
-    time)."""
+    """The trace's event lines in chunks (a writer holds one chunk's lines at a time)."""
     nodes = _NodeTexts(report)
-    yield _schedule_events(report, report.before, 1, nodes, 1)
+    yield from _schedule_events(report, report.before, 1, nodes, 1)
     if report.after is not None:
-        yield _schedule_events(report, report.after, 2, nodes, 1 + len(report.before.collectives))
+        yield from _schedule_events(report, report.after, 2, nodes,
+                                    1 + len(report.before.collectives))
 
 
 #: One encoder for every event line (``json.dumps`` with options builds one per call).
@@ -458,19 +490,18 @@ def trace_chunks(report: OverlapReport) -> Iterator[str]:
 
 
 def _document_chunks(head: dict[str, Any], parts: Iterable[list[str]]) -> Iterator[str]:
-    """The trace file's text in pieces: the head, then one event per line."""
+    """The trace file's text in pieces: the head, then one event per line (a piece per list
+    of ``parts``)."""
     lines = ["{"]
     for k, v in head.items():
         lines.append(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False, sort_keys=True)},")
     lines.append('"traceEvents": [')
     yield "\n".join(lines)
     first = True
-    for events in parts:
-        for k in range(0, len(events), _LINES_PER_CHUNK):
-            body = ",\n".join(events[k:k + _LINES_PER_CHUNK])
-            yield ("\n" if first else ",\n") + body
+    for lines in parts:
+        if lines:
+            yield ("\n" if first else ",\n") + ",\n".join(lines)
             first = False
-        events = body = None  # freed before the next schedule's lines are built
     yield "\n]}\n"
 
 
