@@ -296,13 +296,19 @@ def _spans_by_lane(graph: Graph, order: Schedule, sim: SimResult) -> dict[str, _
     lanes = sorted(set(lane_of))
     code = dict(zip(lanes, range(len(lanes)), strict=True))
     lane = np.fromiter(map(code.__getitem__, lane_of), dtype=np.int64, count=len(lane_of))
+    pos = order.positions
     by_lane: dict[str, _LaneSpans] = {}
     for k, name in enumerate(lanes):
         on = np.flatnonzero((lane == k) & shown)
         if len(on):
             on = on[np.lexsort((end[on], step[on], start[on]))]
-            by_lane[name] = (start[on].tolist(), step[on].tolist(), end[on].tolist(),
-                             [nodes[i].name for i in node[on].tolist()], exposed[on].tolist())
+            at = node[on].tolist()
+            on = on.tolist()
+            # the simulation's own numbers (the report keeps them: no copies made here)
+            by_lane[name] = (list(map(float, map(start_of.__getitem__, on))),
+                             list(map(pos.__getitem__, at)),
+                             list(map(float, map(end_of.__getitem__, on))),
+                             [nodes[i].name for i in at], exposed[on].tolist())
     return by_lane
 
 
