@@ -157,13 +157,15 @@ class _NodeTexts:
         self.index = dict(zip(names, range(len(names)), strict=True))
         self.heads = list(map(_HEAD.__mod__, zip(map(_str, names), map(_str, cols["kind"]),
                                                  strict=True)))
-        keys = list(zip(cols["op"], cols["bytes"], cols["group"], cols["collective_type"],
-                        strict=True))
-        args_of = dict.fromkeys(keys)
+        def keys() -> Iterator[tuple]:  # made twice rather than kept: one tuple per node
+            return zip(cols["op"], cols["bytes"], cols["group"], cols["collective_type"],
+                       strict=True)
+
+        args_of = dict.fromkeys(keys())
         for op, nbytes, group, ctype in args_of:
             args_of[op, nbytes, group, ctype] = _node_args_text(
                 (None, op, None, None, nbytes, group, ctype), None)
-        self.args = list(map(args_of.__getitem__, keys))
+        self.args = list(map(args_of.__getitem__, keys()))
 
     def row(self, i: int) -> _Node:
         """Node ``i``'s row."""
