@@ -14,6 +14,8 @@ from itertools import compress, repeat
 from operator import add, le, not_, sub
 from typing import Any
 
+import numpy as np
+
 from commopt.certificate import certify
 from commopt.errors import GraphError
 from commopt.gc_freeze import collector_paused, freeze_long_lived
@@ -26,6 +28,7 @@ from commopt.schemas.report import (
     EventColumns,
     MemoryPoint,
     NodeColumns,
+    NodeInfo,
     OverlapReport,
     ReportEvent,
     ScheduleReport,
@@ -44,8 +47,9 @@ TOP_PER_GROUP = 3
 SINGLE_LABEL = "schedule"
 
 _HIDDEN_KINDS = (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.VIEW)
-#: A timeline span as a schedule is built from it: (start, step, end, node name, exposed).
-_Span = tuple[float, int, float, str, bool]
+#: A lane's timeline spans as a schedule is built from them, by start and step: their
+#: starts, steps, ends, node names and whether each is an exposed wait.
+_LaneSpans = tuple[list[float], list[int], list[float], list[str], list[bool]]
 _KIND_LABEL = {k: k.label for k in NodeKind}
 # the report's many rows are valid by construction (every value converted here)
 _collective = maker(CollectiveReport)
@@ -130,12 +134,12 @@ def build_report(
         optimized = after_order is not None
     advice = [a.model_dump() for a in advise(graph, durations_us, final_sim, optimized=optimized)]
     if after is None:
-        node_infos = _used_nodes(g0, [before_sim], d0)
+        node_columns = _used_nodes(g0, [before_sim], d0)
     elif g0 is graph:  # one program: its nodes are described once
-        node_infos = _used_nodes(graph, [before_sim, after_sim], durations_us)
+        node_columns = _used_nodes(graph, [before_sim, after_sim], durations_us)
     else:
-        node_infos = _used_nodes(g0, [before_sim], d0)
-        node_infos.update(_used_nodes(graph, [after_sim], durations_us))
+        node_columns = _merged(_used_nodes(g0, [before_sim], d0),
+                               _used_nodes(graph, [after_sim], durations_us))
     # the schedules and nodes are models already and are taken as they are
     report = OverlapReport.model_validate({
         "graph": graph.name,
@@ -148,7 +152,7 @@ def build_report(
              "mesh_dim": g.mesh_dim}
             for g in sorted(graph.groups.values(), key=lambda g: g.name)
         ],
-        "nodes": NodeColumns.from_tuples(list(node_infos.values())),
+        "nodes": NodeColumns(node_columns),
         "before": before,
         "after": after,
         "top_exposed": top_names,
@@ -164,18 +168,47 @@ def build_report(
 
 
 def _used_nodes(graph: Graph, sims: Sequence[SimResult],
-                durations_us: Sequence[float]) -> dict[str, tuple]:
-    """Node name -> the report's entry (its :class:`NodeInfo` fields' values, in order), for
-    the nodes the timelines of ``sims`` show, in index order."""
-    used = bytearray(len(graph))
+                durations_us: Sequence[float]) -> dict[str, list[Any]]:
+    """The report's node columns (:class:`NodeInfo`'s fields) of the nodes the timelines of
+    ``sims`` show, in index order."""
+    used = np.zeros(len(graph), dtype=bool)
+    waits_of = graph.waits_of
     for sim in sims:
-        for ev in sim.events:
-            used[ev.node] = 1
-        for t in sim.collectives:
-            used[t.node] = 1
-            for w in graph.waits_of(t.node):
-                used[w] = 1
-    return {graph.nodes[i].name: _node_info(graph, i, durations_us) for i in range(len(graph)) if used[i]}
+        used[[ev.node for ev in sim.events]] = True
+        used[[t.node for t in sim.collectives]] = True
+        used[[w for t in sim.collectives for w in waits_of(t.node)]] = True
+    nodes = graph.nodes
+    wait_kind = NodeKind.WAIT
+    columns: dict[str, list[Any]] = {name: [] for name in NodeInfo.model_fields}
+    name, op, kind, duration, nbytes, group, ctype = columns.values()
+    for i in np.flatnonzero(used).tolist():
+        node = nodes[i]
+        coll = node.collective
+        name.append(node.name)
+        op.append(node.op)
+        kind.append(_KIND_LABEL[node.kind])
+        duration.append(0.0 if node.kind is wait_kind else float(durations_us[i]))
+        nbytes.append(int(coll.bytes if coll is not None else node.nbytes))
+        if coll is None and node.wait_of is not None:
+            coll = nodes[node.wait_of].collective
+        group.append(coll.group if coll is not None else None)
+        ctype.append(coll.type if coll is not None else None)
+    return columns
+
+
+def _merged(first: dict[str, list[Any]], second: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """The node columns of ``first`` and ``second`` by name: a node of both reads as in
+    ``second``, at its place in ``first``."""
+    at = dict(zip(first["name"], range(len(first["name"])), strict=True))
+    rows = zip(*second.values(), strict=True)
+    for name, row in zip(second["name"], rows, strict=True):
+        k = at.get(name)
+        for col, value in zip(first.values(), row, strict=True):
+            if k is None:
+                col.append(value)
+            else:
+                col[k] = value
+    return first
 
 
 def match_order(graph: Graph, reordered: Graph, *, file: str | None = None) -> list[int]:
@@ -208,23 +241,6 @@ def _simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float])
     from commopt.sim import simulate
 
     return simulate(graph, list(order), list(durations_us))
-
-
-def _node_info(graph: Graph, i: int, durations_us: Sequence[float]) -> tuple:
-    """The values of node ``i``'s :class:`NodeInfo`, in field order."""
-    node = graph.nodes[i]
-    coll = node.collective
-    group = None
-    ctype = None
-    if coll is not None:
-        group, ctype = coll.group, coll.type
-    elif node.wait_of is not None:
-        src = graph.nodes[node.wait_of].collective
-        if src is not None:
-            group, ctype = src.group, src.type
-    return (node.name, node.op, _KIND_LABEL[node.kind],
-            0.0 if node.kind is NodeKind.WAIT else float(durations_us[i]),
-            int(coll.bytes if coll is not None else node.nbytes), group, ctype)
 
 
 def _schedule(graph: Graph, order: Schedule, sim: SimResult, label: str) -> dict[str, Any]:
@@ -262,24 +278,37 @@ def _validated(schedule: dict[str, Any]) -> ScheduleReport:
     return ScheduleReport.model_validate(schedule)
 
 
-def _spans_by_lane(graph: Graph, order: Schedule, sim: SimResult) -> dict[str, list[_Span]]:
-    """The timeline's spans per lane, in simulation order (inputs, outputs and views are not
-    shown)."""
+def _spans_by_lane(graph: Graph, order: Schedule, sim: SimResult) -> dict[str, _LaneSpans]:
+    """The timeline's spans of each lane that has any, as columns, each lane's by start and
+    step (inputs, outputs and views are not shown)."""
+    if not sim.events:
+        return {}
+    node_of, lane_of, start_of, end_of = zip(*sim.events, strict=True)  # SimEvent's fields
     nodes = graph.nodes
+    kinds = [nodes[i].kind for i in node_of]
+    shown = np.array([kind not in _HIDDEN_KINDS for kind in kinds], dtype=bool)
+    # a wait's span is the compute stream idle on communication
+    exposed = np.array([kind is NodeKind.WAIT for kind in kinds], dtype=bool)
+    node = np.array(node_of, dtype=np.int64)
+    step = np.array(order.positions, dtype=np.int64)[node]
+    start = np.array(start_of, dtype=np.float64)
+    end = np.array(end_of, dtype=np.float64)
+    lanes = sorted(set(lane_of))
+    code = dict(zip(lanes, range(len(lanes)), strict=True))
+    lane = np.fromiter(map(code.__getitem__, lane_of), dtype=np.int64, count=len(lane_of))
     pos = order.positions
-    hidden = _HIDDEN_KINDS
-    wait_kind = NodeKind.WAIT
-    by_lane: dict[str, list[_Span]] = {}
-    for ev in sim.events:
-        node = nodes[ev.node]
-        if node.kind in hidden:
-            continue
-        spans = by_lane.get(ev.lane)
-        if spans is None:
-            spans = by_lane[ev.lane] = []
-        # a wait's span is the compute stream idle on communication
-        spans.append((float(ev.start_us), pos[ev.node], float(ev.end_us), node.name,
-                      node.kind is wait_kind))
+    by_lane: dict[str, _LaneSpans] = {}
+    for k, name in enumerate(lanes):
+        on = np.flatnonzero((lane == k) & shown)
+        if len(on):
+            on = on[np.lexsort((end[on], step[on], start[on]))]
+            at = node[on].tolist()
+            on = on.tolist()
+            # the simulation's own numbers (the report keeps them: no copies made here)
+            by_lane[name] = (list(map(float, map(start_of.__getitem__, on))),
+                             list(map(pos.__getitem__, at)),
+                             list(map(float, map(end_of.__getitem__, on))),
+                             [nodes[i].name for i in at], exposed[on].tolist())
     return by_lane
 
 
@@ -313,28 +342,29 @@ def _collectives(graph: Graph, order: Schedule, sim: SimResult) -> list[dict[str
 
 
 def _lanes(lane_names: list[str],
-           by_lane: dict[str, list[_Span]]) -> tuple[list[dict[str, Any]], EventColumns]:
-    """The plain data of the lanes named ``lane_names`` and their events, lane by lane,
-    each lane's by start and step: a span goes to the first row of its lane free by then."""
+           by_lane: dict[str, _LaneSpans]) -> tuple[list[dict[str, Any]], EventColumns]:
+    """The plain data of the lanes named ``lane_names`` and their events, lane by lane, each
+    lane's by start and step: a span goes to the first row of its lane free by then."""
     lanes: list[dict[str, Any]] = []
     columns: dict[str, list[Any]] = {name: [] for name in ReportEvent.model_fields}
+    count = 0
     for lane in lane_names:
-        spans = by_lane.get(lane, [])
-        spans.sort()  # by start, step; steps are unique, so the rest never decides
-        if spans:
-            starts, steps, ends, names, exposed = zip(*spans, strict=True)
+        spans = by_lane.get(lane)
+        if spans is not None:
+            starts, steps, ends, names, exposed = spans
+            count = len(starts)
             rows, row_count = _rows(starts, ends)
             # summed in span order, as the timeline adds them up
             busy = reduce(add, compress(map(sub, ends, starts), map(not_, exposed)), 0.0)
-            for name, values in (("node", names), ("lane", [lane] * len(spans)), ("row", rows),
+            for name, values in (("node", names), ("lane", [lane] * count), ("row", rows),
                                  ("step", steps), ("start_us", starts), ("end_us", ends),
                                  ("exposed", exposed)):
                 columns[name] += values
         else:
-            row_count, busy = 0, 0.0
+            count, row_count, busy = 0, 0, 0.0
         group = None if lane == COMPUTE_LANE else lane.split(":", 1)[1]
         lanes.append({"name": lane, "group": group, "rows": max(1, row_count),
-                      "events": len(spans), "busy_us": busy})
+                      "events": count, "busy_us": busy})
     return lanes, EventColumns(columns)
 
 

@@ -59,7 +59,7 @@ def report_data(report: OverlapReport) -> dict[str, Any]:
     """The plain data the page's script draws: node table, lanes of flat event arrays,
     each schedule's collective-to-wait links."""
     cols = report.nodes.columns
-    index = {name: k for k, name in enumerate(cols["name"])}
+    index = dict(zip(cols["name"], range(len(cols["name"])), strict=True))
     ops = sorted(set(cols["op"]))
     op_index = {op: k for k, op in enumerate(ops)}
     nodes = {
@@ -85,17 +85,14 @@ def _schedule_data(s: ScheduleReport, index: dict[str, int],
                    titles: dict[str, str]) -> dict[str, Any]:
     by_lane: dict[str, list[float | int]] = {lane.name: [] for lane in s.lanes}
     cols = s.events.columns
-    starts, ends = fmt.rounded_ms(cols["start_us"]), fmt.rounded_ms(cols["end_us"])
+    # per event: start, end, node index, row, exposed (0/1)
+    fields = (fmt.rounded_ms(cols["start_us"]), fmt.rounded_ms(cols["end_us"]),
+              list(map(index.__getitem__, cols["node"])), cols["row"],
+              list(map(int, cols["exposed"])))
     at = 0
     for lane, run in groupby(cols["lane"]):  # the events are sorted by lane, start, step
         end = at + sum(1 for _ in run)
-        # per event: start, end, node index, row, exposed (0/1)
-        by_lane[lane].extend(chain.from_iterable(zip(
-            starts[at:end],
-            ends[at:end],
-            map(index.__getitem__, cols["node"][at:end]),
-            cols["row"][at:end],
-            map(int, cols["exposed"][at:end]), strict=True)))
+        by_lane[lane] += _interleaved([field[at:end] for field in fields])
         at = end
     mem: list[float | int] = []
     for p in s.memory_curve:
@@ -129,6 +126,15 @@ def _schedule_data(s: ScheduleReport, index: dict[str, int],
         "mem": mem,
         "links": links,
     }
+
+
+def _interleaved(fields: list[list[Any]]) -> list[Any]:
+    """The values of ``fields`` (lists of one length) row by row: the first of each field,
+    then the second of each, and so on."""
+    out: list[Any] = [None] * (len(fields) * len(fields[0]))
+    for k, field in enumerate(fields):
+        out[k::len(fields)] = field
+    return out
 
 
 def _json_for_script(data: Any) -> str:

@@ -227,7 +227,8 @@ def blocking_waits(s: ScheduleReport) -> dict[str, BlockingWait]:
     wait)."""
     cols = s.events.columns
     names, starts = cols["node"], cols["start_us"]
-    exposed = {names[k]: k for k in compress(range(len(names)), cols["exposed"])}
+    at = list(compress(range(len(names)), cols["exposed"]))
+    exposed = dict(zip(map(names.__getitem__, at), at, strict=True))
     out: dict[str, BlockingWait] = {}
     for c in s.collectives:
         for w in c.waits:

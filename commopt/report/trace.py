@@ -27,17 +27,17 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 from commopt import atomic
 from commopt.json_lines import compact_encoder
-from commopt.report import tables
+from commopt.report import fmt, tables
 from commopt.schemas.report import CollectiveReport, OverlapReport, ScheduleReport
 
 MEMORY_COUNTER = "live memory"
@@ -58,11 +58,14 @@ def _us(ns: int) -> float | int:
 
 
 class _Track:
-    """Slices of one thread, kept as (start, end) in ns, for placing zero-length markers."""
+    """The slices of one thread, as (start, end) in ns by start, for placing zero-length
+    markers on it."""
 
-    def __init__(self) -> None:
-        self.starts: list[int] = []
-        self.ends: list[int] = []
+    def __init__(self, starts: list[int], ends: list[int]) -> None:
+        """The thread's slices from their starts and ends, in any order."""
+        order = sorted(range(len(starts)), key=starts.__getitem__)
+        self.starts = [starts[k] for k in order]
+        self.ends = [ends[k] for k in order]
 
     def snap(self, t: int) -> int:
         """``t`` moved to the nearer edge of a slice it falls strictly inside, if any.
@@ -75,11 +78,21 @@ class _Track:
             return self.starts[k] if t - self.starts[k] <= self.ends[k] - t else self.ends[k]
         return t
 
-    def sort(self) -> None:
-        """Order the slices by start (the compute stream's events come in lane order)."""
-        order = sorted(range(len(self.starts)), key=self.starts.__getitem__)
-        self.starts = [self.starts[k] for k in order]
-        self.ends = [self.ends[k] for k in order]
+    def snap_all(self, times: list[int]) -> list[int]:
+        """:meth:`snap` of every time, at once where all fit in int64."""
+        try:
+            t = np.array(times, dtype=np.int64)
+            starts = np.array(self.starts, dtype=np.int64)
+            ends = np.array(self.ends, dtype=np.int64)
+        except OverflowError:
+            return list(map(self.snap, times))
+        if not len(starts):
+            return times
+        k = np.searchsorted(starts, t, side="right") - 1
+        start, end = starts[np.maximum(k, 0)], ends[np.maximum(k, 0)]
+        inside = (k >= 0) & (start < t) & (t < end)
+        nearer = np.where(t - start <= end - t, start, end)
+        return np.where(inside, nearer, t).tolist()
 
 
 def _metadata(report: OverlapReport, s: ScheduleReport, pid: int) -> tuple[list[dict[str, Any]],
@@ -110,11 +123,53 @@ def _metadata(report: OverlapReport, s: ScheduleReport, pid: int) -> tuple[list[
 #: A node of the report as the writer reads it: its :class:`NodeInfo` fields' values in
 #: order (name, op, kind, duration_us, bytes, group, collective_type).
 _Node = tuple
+#: The text of a slice up to ``"ts":``, of its node's name and kind (JSON strings).
+_HEAD = '{"name":%s,"cat":%s,"ph":"X","ts":'
+#: A slice of a node that is neither a collective nor an exposed wait, from the head of its
+#: node: start (whole us, decimals), duration (whole us, decimals), pid and tid, the args of
+#: its node, the step and the end of the line (:func:`_span_line` writes the others).
+_PLAIN_SPAN = '%s%d%s,"dur":%d%s%s%s%d}%s'
+#: An exposed wait's slice (not a collective's) of the common times, from its node's name:
+#: then as :data:`_PLAIN_SPAN`, with the time it blocked after the step.
+_EXPOSED_SPAN = (f'{{"name":%s,"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":%d%s,"dur":%d%s%s%s%d,'
+                 '"exposed_us":%d%s}%s')
+#: The zero-length slices of a collective's issue and of a wait that did not block (their
+#: name, time, pid and tid, collective, group, step and flow id as JSON text).
+_ISSUE_MARKER = (f'{{"name":%s,"cat":"{ISSUE_CAT}","ph":"X","ts":%s,"dur":0,"pid":%d,"tid":%d,'
+                 '"args":{"collective":%s,"group":%s,"step":%d},"bind_id":%d,"flow_out":true}')
+_HIDDEN_WAIT_MARKER = (f'{{"name":%s,"cat":"{HIDDEN_WAIT_CAT}","ph":"X","ts":%s,"dur":0,"pid":%d,'
+                       '"tid":%d,"args":{"collective":%s,"group":%s,"step":%s,"exposed_us":0},'
+                       '"bind_id":%d,"flow_in":true}')
 
 
-def _nodes_by_name(report: OverlapReport) -> dict[str, _Node]:
-    """Every node of the report by name, as :data:`_Node` tuples."""
-    return {row[0]: row for row in zip(*report.nodes.columns.values(), strict=True)}
+class _NodeTexts:
+    """Every node of the report (:data:`_Node` rows, by name) with the text of its slices
+    that is the same in every schedule: the head (:data:`_HEAD`) and, for a node that is not
+    a collective, the args up to the step (:func:`_node_args_text`). Made once per trace, for
+    all nodes at once; nodes with the same op, bytes, group and type share one args text."""
+
+    __slots__ = ("columns", "index", "heads", "args")
+
+    def __init__(self, report: OverlapReport) -> None:
+        cols = report.nodes.columns
+        self.columns = list(cols.values())
+        names = cols["name"]
+        self.index = dict(zip(names, range(len(names)), strict=True))
+        self.heads = list(map(_HEAD.__mod__, zip(map(_str, names), map(_str, cols["kind"]),
+                                                 strict=True)))
+        def keys() -> Iterator[tuple]:  # made twice rather than kept: one tuple per node
+            return zip(cols["op"], cols["bytes"], cols["group"], cols["collective_type"],
+                       strict=True)
+
+        args_of = dict.fromkeys(keys())
+        for op, nbytes, group, ctype in args_of:
+            args_of[op, nbytes, group, ctype] = _node_args_text(
+                (None, op, None, None, nbytes, group, ctype), None)
+        self.args = list(map(args_of.__getitem__, keys()))
+
+    def row(self, i: int) -> _Node:
+        """Node ``i``'s row."""
+        return tuple(col[i] for col in self.columns)
 
 
 def _node_args(node: _Node, coll: CollectiveReport | None) -> dict[str, Any]:
@@ -132,110 +187,213 @@ def _node_args(node: _Node, coll: CollectiveReport | None) -> dict[str, Any]:
     return args
 
 
-def _node_text(node: _Node, coll: CollectiveReport | None,
-               args_of: dict[tuple, str]) -> tuple[str, str]:
-    """The text of a node's slice up to ``"ts":`` and from ``"args":`` up to the step.
-    ``args_of`` keeps the args text of nodes that are not collectives by what it holds: many
-    nodes share op, bytes, group and type."""
-    name, op, kind, _, nbytes, group, ctype = node
-    key = (op, nbytes, group, ctype)
-    args = args_of.get(key) if coll is None else None
-    if args is None:
-        args = ',"args":' + _encode_event(_node_args(node, coll))[:-1] + ',"step":'
-        if coll is None:
-            args_of[key] = args
-    return f'{{"name":{_str(name)},"cat":{_str(kind)},"ph":"X","ts":', args
+def _node_args_text(node: _Node, coll: CollectiveReport | None) -> str:
+    """The text of a node's slice from ``"args":`` up to the step (:func:`_node_args`)."""
+    return ',"args":' + _encode_event(_node_args(node, coll))[:-1] + ',"step":'
 
 
 def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
-                     info: dict[str, _Node], flow_base: int,
-                     shared: dict[str, tuple[str, str]]) -> list[str]:
-    """One schedule's events as trace lines (compact JSON objects), in file order.
-    ``shared``: the text of each node that is not a collective (:func:`_node_text`), the same
-    in every schedule."""
+                     nodes: _NodeTexts, flow_base: int) -> Iterator[list[str]]:
+    """One schedule's events as trace lines (compact JSON objects), in file order, a chunk
+    of lines at a time: the slices are kept as columns and written as their chunk is asked
+    for, so a schedule's lines are never all held at once."""
     meta, tids = _metadata(report, s, pid)
+    yield [_encode_event(ev) for ev in meta]
     flow_of = {c.node: flow_base + k for k, c in enumerate(s.collectives)}
     # a flow ends at the collective's blocking wait, else at its first wait (a marker)
     wait_flow = {e.node: flow_of[c] for c, e in tables.blocking_waits(s).items()}
     ending = {node: f',"bind_id":{f},"flow_in":true,"flow_out":true}}' for node, f in flow_of.items()}
     ending.update((node, f',"bind_id":{f},"flow_in":true}}') for node, f in wait_flow.items())
     compute_tid = tids.get(("compute", 0), 1)
-    compute = _Track()
-    slices = _spans(s, pid, tids, info, shared, ending, compute_tid, compute)
-    compute.sort()
-    slices += _markers(s, pid, compute_tid, compute, flow_of, wait_flow)
-    # zero-length markers first among slices starting at the same time, so a viewer that
-    # keeps file order for equal timestamps never nests a marker inside the next slice
-    slices.sort(key=itemgetter(0, 1, 2))
-    out = [_encode_event(ev) for ev in meta]
-    out += [sl[3] for sl in slices]
-    for p in s.memory_curve:
-        out.append(f'{{"name":"{MEMORY_COUNTER}","ph":"C","ts":{_num(_ns(p.time_us))},"pid":{pid},'
-                   f'"tid":0,"args":{{"bytes":{p.live_bytes}}}}}')
-    return out
+    spans = _SpanTable(s, pid, tids, nodes, ending)
+    markers = _markers(s, pid, compute_tid, _Track(*spans.on_thread(compute_tid)), flow_base,
+                       wait_flow)
+    order = _file_order([spans.tids, markers.tids], [spans.starts, markers.starts],
+                        [spans.ends, markers.ends])
+    n = len(spans.tids)
+    for k in range(0, len(order), _LINES_PER_CHUNK):
+        rows = order[k:k + _LINES_PER_CHUNK]
+        lines: list[str] = [""] * len(rows)
+        is_span = rows < n
+        _fill(lines, np.flatnonzero(is_span).tolist(), spans.lines(rows[is_span]))
+        _fill(lines, np.flatnonzero(~is_span).tolist(),
+              map(markers.lines.__getitem__, (rows[~is_span] - n).tolist()))
+        yield lines
+    yield [f'{{"name":"{MEMORY_COUNTER}","ph":"C","ts":{_num(_ns(p.time_us))},"pid":{pid},'
+           f'"tid":0,"args":{{"bytes":{p.live_bytes}}}}}' for p in s.memory_curve]
 
 
-def _spans(s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
-           info: dict[str, _Node], shared: dict[str, tuple[str, str]], ending: dict[str, str],
-           compute_tid: int, compute: _Track) -> list[tuple[int, int, bool, str]]:
-    """The schedule's timeline spans as sortable lines (thread id, start ns, whether it has
-    a duration, line), in event order; the compute thread's spans also go to ``compute``.
-    ``ending``: the end of a line that carries a flow."""
-    coll = {c.node: c for c in s.collectives}
-    args_of: dict[tuple, str] = {}
-    where = {lane_row: (tid, f',"pid":{pid},"tid":{tid}') for lane_row, tid in tids.items()}
-    out: list[tuple[int, int, bool, str]] = []
-    add = out.append
-    add_start, add_end = compute.starts.append, compute.ends.append
-    decimals = _DECIMALS
-    cols = s.events.columns
-    names = cols["node"]
-    starts, ends = _span_ns(cols["start_us"], cols["end_us"])
-    # looked up for every span at once (a node has one span per schedule, so ``shared``
-    # gains nothing this schedule needs while the loop runs)
-    for name, c, text, (tid, at), step, exposed, start, end, tail in zip(
-            names, map(coll.get, names), map(shared.get, names),
-            map(where.__getitem__, zip(cols["lane"], cols["row"], strict=True)), cols["step"],
-            cols["exposed"], starts, ends, map(ending.get, names, repeat("}")), strict=True):
-        dur = end - start
-        if c is not None or text is None:
-            text = _node_text(info[name], c, args_of)
-            if c is None:
-                shared[name] = text
-        if exposed:  # the compute stream blocked in a wait
-            line = (f'{{"name":{_str(name)},"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":{_num(start)},'
-                    f'"dur":{_num(dur)}{at}' + _exposed_args(info[name], c, text[1], step, dur)
-                    + tail)
-        elif 0 <= start and end < _DECIMAL_NS:  # _num, inline
-            line = (f'{text[0]}{start // 1000}{decimals[start % 1000]},"dur":{dur // 1000}'
-                    f'{decimals[dur % 1000]}{at}{text[1]}{step}}}{tail}')
+class _Lines:
+    """Slices as trace lines, in the order they are made, with what orders them in the file:
+    per line its thread id, start and end (ns)."""
+
+    __slots__ = ("lines", "tids", "starts", "ends")
+
+    def __init__(self, lines: list[str], tids: list[int], starts: list[int],
+                 ends: list[int]) -> None:
+        self.lines, self.tids, self.starts, self.ends = lines, tids, starts, ends
+
+
+def _file_order(tids: list[Sequence[int]], starts: list[Sequence[int]],
+                ends: list[Sequence[int]]) -> np.ndarray:
+    """The order in the file of the slices of several parts (each given by its slices'
+    thread ids, starts and ends, in ns), numbered one part after the other: by thread,
+    start, then zero-length markers first among slices starting at the same time (so a
+    viewer that keeps file order for equal timestamps never nests a marker inside the next
+    slice); slices that tie keep their order."""
+    try:
+        keys = [np.concatenate([np.asarray(part, dtype=np.int64) for part in parts])
+                for parts in (tids, starts, ends)]
+    except OverflowError:  # a time beyond int64: Python sorts it
+        rows = [(tid, start, end != start) for t, st, en in zip(tids, starts, ends, strict=True)
+                for tid, start, end in zip(t, st, en, strict=True)]
+        return np.array(sorted(range(len(rows)), key=rows.__getitem__), dtype=np.int64)
+    return np.lexsort((keys[2] != keys[1], keys[1], keys[0]))  # stable, as sorted is
+
+
+#: How :meth:`_SpanTable.lines` writes a span: by :data:`_PLAIN_SPAN`, by
+#: :data:`_EXPOSED_SPAN`, or as :func:`_span_line` wrote it beforehand.
+_PLAIN, _EXPOSED, _GENERAL = 0, 1, 2
+
+
+class _SpanTable:
+    """A schedule's timeline spans (in event order) as columns, and their trace lines for
+    any rows asked for. The spans of each common shape are written by one template, many at
+    once (:data:`_PLAIN_SPAN`, :data:`_EXPOSED_SPAN`); the rare others (times that need
+    :func:`_num`'s general form, a collective's exposed span) by :func:`_span_line`."""
+
+    def __init__(self, s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
+                 nodes: _NodeTexts, ending: dict[str, str]) -> None:
+        """``ending``: the end of a line that carries a flow, by node name."""
+        cols = s.events.columns
+        names, steps, exposed = cols["node"], cols["step"], cols["exposed"]
+        n = len(names)
+        coll = {c.node: c for c in s.collectives}
+        at_of = {tid: f',"pid":{pid},"tid":{tid}' for tid in tids.values()}
+        self.names, self.steps = names, steps
+        self.tids = list(map(tids.__getitem__, zip(cols["lane"], cols["row"], strict=True)))
+        node_of = list(map(nodes.index.__getitem__, names))
+        self.heads = list(map(nodes.heads.__getitem__, node_of))
+        self.at = list(map(at_of.__getitem__, self.tids))
+        self.args = list(map(nodes.args.__getitem__, node_of))
+        self.tails = list(map(ending.get, names, repeat("}")))
+        is_exposed = np.asarray(exposed, dtype=bool)
+        is_coll = np.fromiter(map(coll.__contains__, names), dtype=bool, count=n)
+        colls = np.flatnonzero(is_coll).tolist()
+        _fill(self.args, colls, _collective_args([coll[names[k]] for k in colls],
+                                                 [self.args[k] for k in colls]))
+        ns = _span_ns_arrays(cols["start_us"], cols["end_us"])
+        self.shape = np.full(n, _GENERAL, dtype=np.int8)
+        if ns is None:
+            self.starts, self.ends = _span_ns(cols["start_us"], cols["end_us"])
         else:
-            line = f'{text[0]}{_num(start)},"dur":{_num(dur)}{at}{text[1]}{step}}}{tail}'
-        if tid == compute_tid:
-            add_start(start)
-            add_end(end)
-        add((tid, start, end != start, line))
-    return out
+            self.starts, self.ends = ns
+            common = (self.starts >= 0) & (self.ends < _DECIMAL_NS)
+            self.shape[common & ~is_exposed] = _PLAIN
+            self.shape[common & is_exposed & ~is_coll] = _EXPOSED
+        self.general = {k: _span_line(nodes, node_of[k], coll.get(names[k]), int(self.starts[k]),
+                                      int(self.ends[k]), self.at[k], steps[k], exposed[k],
+                                      self.tails[k])
+                        for k in np.flatnonzero(self.shape == _GENERAL).tolist()}
+
+    def on_thread(self, tid: int) -> tuple[list[int], list[int]]:
+        """The starts and ends of the spans on thread ``tid``, in event order."""
+        on = np.flatnonzero(np.asarray(self.tids) == tid).tolist()
+        return [int(self.starts[k]) for k in on], [int(self.ends[k]) for k in on]
+
+    def lines(self, rows: np.ndarray) -> list[str]:
+        """The trace lines of the spans ``rows``, in that order."""
+        out: list[str] = [""] * len(rows)
+        shape = self.shape[rows]
+        dec = _DECIMALS.__getitem__
+        for kind, template in ((_PLAIN, _PLAIN_SPAN), (_EXPOSED, _EXPOSED_SPAN)):
+            at = np.flatnonzero(shape == kind)
+            if not len(at):
+                continue
+            these = rows[at]
+            start = self.starts[these]
+            dur = self.ends[these] - start
+            these = these.tolist()
+            times = [(start // 1000).tolist(), list(map(dec, (start % 1000).tolist())),
+                     (dur // 1000).tolist(), list(map(dec, (dur % 1000).tolist()))]
+            texts = [[self.heads[k] for k in these] if kind == _PLAIN
+                     else [_str(self.names[k]) for k in these], *times,
+                     *(list(map(col.__getitem__, these))
+                       for col in (self.at, self.args, self.steps))]
+            if kind == _EXPOSED:
+                texts += times[2:]
+            texts.append(list(map(self.tails.__getitem__, these)))
+            _fill(out, at.tolist(), map(template.__mod__, zip(*texts, strict=True)))
+        general = np.flatnonzero(shape == _GENERAL).tolist()
+        _fill(out, general, map(self.general.__getitem__, rows[general].tolist()))
+        return out
+
+
+def _span_line(nodes: _NodeTexts, i: int, c: CollectiveReport | None, start: int, end: int,
+               at: str, step: int, exposed: bool, tail: str) -> str:
+    """The line of one span of node ``i``, whatever its shape and times. ``at``: its pid and
+    tid; ``tail``: its line's end."""
+    dur = end - start
+    node = nodes.row(i)
+    args = nodes.args[i] if c is None else _node_args_text(node, c)
+    if exposed:  # the compute stream blocked in a wait
+        return (f'{{"name":{_str(node[0])},"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":{_num(start)},'
+                f'"dur":{_num(dur)}{at}' + _exposed_args(node, c, args, step, dur) + tail)
+    return f'{nodes.heads[i]}{_num(start)},"dur":{_num(dur)}{at}{args}{step}}}{tail}'
+
+
+def _fill(values: list[Any], rows: list[int], new: Iterable[Any]) -> None:
+    """Set ``values[rows[k]]`` to the k-th of ``new``."""
+    for k, value in zip(rows, new, strict=True):
+        values[k] = value
+
+
+def _collective_args(colls: list[CollectiveReport], node_args: list[str]) -> list[str]:
+    """The args text of each collective's slice (:func:`_node_args_text`) from the text of
+    its node's (``node_args``): the same with its issue and exposed times (in this
+    schedule, rounded to the ns) before the step."""
+    issue = _json_floats(fmt.rounded_ms([c.issue_us for c in colls]))
+    exposed = _json_floats(fmt.rounded_ms([c.exposed_us for c in colls]))
+    step = len(',"step":')
+    return [f'{a[:-step]},"issue_us":{i},"exposed_us":{e},"step":'
+            for a, i, e in zip(node_args, issue, exposed, strict=True)]
+
+
+def _json_floats(values: list[float]) -> list[str]:
+    """Each float as the event encoder writes it (its repr where finite)."""
+    if all(map(math.isfinite, values)):
+        return list(map(float.__repr__, values))
+    return list(map(_encode_event, values))
+
+
+def _span_ns_arrays(starts_us: Sequence[float],
+                    ends_us: Sequence[float]) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_span_ns` as int64 arrays; None where a time does not fit (or is not finite)."""
+    starts = np.asarray(starts_us, dtype=np.float64) * 1000.0
+    ends = np.asarray(ends_us, dtype=np.float64) * 1000.0
+    if not (np.all(np.abs(starts) < 2.0**62) and np.all(np.abs(ends) < 2.0**62)):
+        return None
+    starts = np.rint(starts)
+    return starts.astype(np.int64), np.maximum(np.rint(ends), starts).astype(np.int64)
 
 
 def _span_ns(starts_us: Sequence[float], ends_us: Sequence[float]) -> tuple[list[int], list[int]]:
     """:func:`_ns` of every span's start and end (an end never before its start), for a
     whole schedule at once: numpy's ``rint`` rounds half to even as ``round`` does."""
-    starts = np.asarray(starts_us, dtype=np.float64) * 1000.0
-    ends = np.asarray(ends_us, dtype=np.float64) * 1000.0
-    if not (np.all(np.abs(starts) < 2.0**62) and np.all(np.abs(ends) < 2.0**62)):
+    arrays = _span_ns_arrays(starts_us, ends_us)
+    if arrays is None:
         # beyond int64, or not finite: round itself (which refuses what it cannot round)
-        starts_ns = [round(t) for t in starts.tolist()]
-        return starts_ns, [max(round(t), s) for t, s in zip(ends.tolist(), starts_ns, strict=True)]
-    starts = np.rint(starts)
-    return (starts.astype(np.int64).tolist(),
-            np.maximum(np.rint(ends), starts).astype(np.int64).tolist())
+        starts = (np.asarray(starts_us, dtype=np.float64) * 1000.0).tolist()
+        ends = (np.asarray(ends_us, dtype=np.float64) * 1000.0).tolist()
+        starts_ns = [round(t) for t in starts]
+        return starts_ns, [max(round(t), s) for t, s in zip(ends, starts_ns, strict=True)]
+    return arrays[0].tolist(), arrays[1].tolist()
 
 
 def _exposed_args(node: _Node, coll: CollectiveReport | None, node_args: str, step: int,
                   dur: int) -> str:
     """The args of an exposed wait's slice, from ``"args":``: its node's (``node_args``, the
-    text :func:`_node_text` gives), its step and the ``dur`` nanoseconds it blocked."""
+    text :func:`_node_args_text` gives), its step and the ``dur`` nanoseconds it blocked."""
     if coll is None:
         return f'{node_args}{step},"exposed_us":{_num(dur)}}}'
     args = _node_args(node, coll)  # a collective's args already hold an exposed_us to replace
@@ -244,26 +402,39 @@ def _exposed_args(node: _Node, coll: CollectiveReport | None, node_args: str, st
     return ',"args":' + _encode_event(args)
 
 
-def _markers(s: ScheduleReport, pid: int, tid: int, compute: _Track, flow_of: dict[str, int],
-             wait_flow: dict[str, int]) -> list[tuple[int, int, bool, str]]:
-    """The zero-length issue and hidden-wait slices on the compute track, as sortable lines."""
-    out: list[tuple[int, int, bool, str]] = []
-    where = f',"pid":{pid},"tid":{tid},"args":{{"collective":'
-    for c in s.collectives:
-        node, group = _str(c.node), _str(c.group)
-        t = compute.snap(_ns(c.issue_us))
-        out.append((tid, t, False,
-                    f'{{"name":{_str("issue " + c.node)},"cat":"{ISSUE_CAT}","ph":"X","ts":{_num(t)},'
-                    f'"dur":0{where}{node},"group":{group},"step":{c.issue_step}}},'
-                    f'"bind_id":{flow_of[c.node]},"flow_out":true}}'))
-        if c.wait is not None and wait_flow.keys().isdisjoint(c.waits):
-            when = c.wait_start_us if c.wait_start_us is not None else c.end_us
-            t = compute.snap(_ns(when))
-            out.append((tid, t, False,
-                        f'{{"name":{_str(c.wait)},"cat":"{HIDDEN_WAIT_CAT}","ph":"X","ts":{_num(t)},'
-                        f'"dur":0{where}{node},"group":{group},"step":{_encode_event(c.wait_step)},'
-                        f'"exposed_us":0}},"bind_id":{flow_of[c.node]},"flow_in":true}}'))
-    return out
+def _markers(s: ScheduleReport, pid: int, tid: int, compute: _Track, flow_base: int,
+             wait_flow: dict[str, int]) -> _Lines:
+    """The zero-length issue and hidden-wait slices on the compute track, as lines: each
+    collective's issue, then its wait when no exposed span of it carries the flow."""
+    colls = s.collectives
+    m = len(colls)
+    issue_at = compute.snap_all([_ns(c.issue_us) for c in colls])
+    nodes = list(map(_str, [c.node for c in colls]))
+    groups = list(map(_str, [c.group for c in colls]))
+    issues = map(_ISSUE_MARKER.__mod__, zip(
+        map(_str, ["issue " + c.node for c in colls]), map(_num, issue_at), repeat(pid),
+        repeat(tid), nodes, groups, [c.issue_step for c in colls], range(flow_base, flow_base + m)))
+    hidden = [k for k, c in enumerate(colls)
+              if c.wait is not None and wait_flow.keys().isdisjoint(c.waits)]
+    wait_at = compute.snap_all([_ns(c.end_us if c.wait_start_us is None else c.wait_start_us)
+                                for c in map(colls.__getitem__, hidden)])
+    waits = map(_HIDDEN_WAIT_MARKER.__mod__, zip(
+        [_str(colls[k].wait) for k in hidden], map(_num, wait_at), repeat(pid), repeat(tid),
+        map(nodes.__getitem__, hidden), map(groups.__getitem__, hidden),
+        [_encode_event(colls[k].wait_step) for k in hidden], [flow_base + k for k in hidden]))
+    # each collective's issue, then its hidden wait
+    lines: list[str] = []
+    at: list[int] = []
+    waiting = iter(zip(hidden, waits, wait_at, strict=True))
+    next_wait = next(waiting, None)
+    for k, (line, t) in enumerate(zip(issues, issue_at, strict=True)):
+        lines.append(line)
+        at.append(t)
+        if next_wait is not None and next_wait[0] == k:
+            lines.append(next_wait[1])
+            at.append(next_wait[2])
+            next_wait = next(waiting, None)
+    return _Lines(lines, [tid] * len(at), at, at)
 
 
 def _num(ns: int) -> str:
@@ -299,14 +470,12 @@ def _head(report: OverlapReport) -> dict[str, Any]:
 
 
 def _event_parts(report: OverlapReport) -> Iterator[list[str]]:
-    """The trace's event lines, one list per schedule (a writer holds one schedule's at a
-    time)."""
-    info = _nodes_by_name(report)
-    shared: dict[str, tuple[str, str]] = {}
-    yield _schedule_events(report, report.before, 1, info, 1, shared)
+    """The trace's event lines in chunks (a writer holds one chunk's lines at a time)."""
+    nodes = _NodeTexts(report)
+    yield from _schedule_events(report, report.before, 1, nodes, 1)
     if report.after is not None:
-        yield _schedule_events(report, report.after, 2, info, 1 + len(report.before.collectives),
-                               shared)
+        yield from _schedule_events(report, report.after, 2, nodes,
+                                    1 + len(report.before.collectives))
 
 
 #: One encoder for every event line (``json.dumps`` with options builds one per call).
@@ -323,19 +492,18 @@ def trace_chunks(report: OverlapReport) -> Iterator[str]:
 
 
 def _document_chunks(head: dict[str, Any], parts: Iterable[list[str]]) -> Iterator[str]:
-    """The trace file's text in pieces: the head, then one event per line."""
+    """The trace file's text in pieces: the head, then one event per line (a piece per list
+    of ``parts``)."""
     lines = ["{"]
     for k, v in head.items():
         lines.append(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False, sort_keys=True)},")
     lines.append('"traceEvents": [')
     yield "\n".join(lines)
     first = True
-    for events in parts:
-        for k in range(0, len(events), _LINES_PER_CHUNK):
-            body = ",\n".join(events[k:k + _LINES_PER_CHUNK])
-            yield ("\n" if first else ",\n") + body
+    for lines in parts:
+        if lines:
+            yield ("\n" if first else ",\n") + ",\n".join(lines)
             first = False
-        events = body = None  # freed before the next schedule's lines are built
     yield "\n]}\n"
 
 

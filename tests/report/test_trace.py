@@ -25,9 +25,10 @@ from commopt.report.build import build_report
 from commopt.report.trace import (
     HIDDEN_WAIT_CAT,
     ISSUE_CAT,
+    _collective_args,
     _exposed_args,
-    _node_text,
-    _nodes_by_name,
+    _node_args_text,
+    _NodeTexts,
     _num,
     _us,
     dumps_trace,
@@ -226,35 +227,41 @@ def _args(body: str, step: int) -> dict:
 
 def test_nodes_share_args_text_but_not_names_or_collective_times():
     r = _report()
-    info = _nodes_by_name(r)
+    nodes = _NodeTexts(r)
+    i = nodes.index["ag_a"]
     ag_a = next(c for c in r.after.collectives if c.node == "ag_a")
-    args_of: dict = {}
-    twin = ("twin", info["ag_a"][1], "compute", *info["ag_a"][3:])
-    head_a, body_a = _node_text(twin, None, args_of)
-    head_b, body_b = _node_text(info["ag_a"], None, args_of)
-    assert body_a is body_b and head_a != head_b  # the same op, bytes, group and type
+    # a node with ag_a's op, bytes, group and type shares its args text, not its name
+    twin = r.model_copy(update={"nodes": type(r.nodes)({
+        name: [*col, "twin" if name == "name" else "compute" if name == "kind" else col[i]]
+        for name, col in r.nodes.columns.items()})})
+    twins = _NodeTexts(twin)
+    head_a, body_a = twins.heads[-1], twins.args[-1]
+    head_b, body_b = twins.heads[i], twins.args[i]
+    assert body_a is body_b and head_a != head_b
     assert json.loads(head_a + "0}") == {"name": "twin", "cat": "compute", "ph": "X", "ts": 0}
     assert _args(body_b, 3) == {"op": "_c10d_functional.all_gather_into_tensor.default",
-                                "bytes": info["ag_a"][4], "group": "dp", "type": "all_gather",
+                                "bytes": nodes.row(i)[4], "group": "dp", "type": "all_gather",
                                 "step": 3}
-    # a collective's args hold its times in this schedule, whatever another node cached
-    assert _args(_node_text(info["ag_a"], ag_a, args_of)[1], 3) == {
+    # a collective's args hold its times in this schedule, whatever another node shares
+    coll_args = _collective_args([ag_a], [nodes.args[i]])[0]
+    assert coll_args == _node_args_text(nodes.row(i), ag_a)
+    assert _args(coll_args, 3) == {
         **_args(body_b, 3), "issue_us": ag_a.issue_us, "exposed_us": ag_a.exposed_us, "step": 3}
 
 
 def test_exposed_wait_args_are_the_json_of_its_node_args_step_and_blocked_time():
     r = _report()
     nodes = {n.name: n for n in r.nodes}
-    info = _nodes_by_name(r)
-    wait, wait_info = info["ag_b_wait"], nodes["ag_b_wait"]
-    body = _node_text(wait, None, {})[1]
+    texts = _NodeTexts(r)
+    wait, wait_info = texts.row(texts.index["ag_b_wait"]), nodes["ag_b_wait"]
+    body = texts.args[texts.index["ag_b_wait"]]
     assert _exposed_args(wait, None, body, 7, 1500) == ',"args":' + json.dumps(
         {"op": wait_info.op, "bytes": wait_info.bytes, "group": "dp", "type": "all_gather", "step": 7,
          "exposed_us": 1.5}, separators=(",", ":"))
     # a collective's own exposed_us is replaced where it stands, not repeated
     ag_b = next(c for c in r.after.collectives if c.node == "ag_b")
-    node = info["ag_b"]
-    body = _node_text(node, ag_b, {})[1]
+    node = texts.row(texts.index["ag_b"])
+    body = _node_args_text(node, ag_b)
     assert _exposed_args(node, ag_b, body, 7, 2000) == ',"args":' + json.dumps(
         {"op": nodes["ag_b"].op, "bytes": nodes["ag_b"].bytes, "group": "dp", "type": "all_gather",
          "issue_us": ag_b.issue_us, "exposed_us": 2, "step": 7}, separators=(",", ":"))
@@ -354,3 +361,30 @@ def test_num_is_the_repr_of_the_microseconds_at_every_magnitude():
     samples = [rng.randrange(10**k) for k in range(1, 19) for _ in range(2000)]
     for ns in edges + samples:
         assert _num(ns) == repr(_us(ns)), ns
+
+
+def _shifted(report, us: float):
+    """``report`` with every span and collective time of each schedule moved by ``us``."""
+    def schedule(s):
+        cols = dict(s.events.columns)
+        cols["start_us"] = [t + us for t in cols["start_us"]]
+        cols["end_us"] = [t + us for t in cols["end_us"]]
+        colls = [c.model_copy(update={
+            "issue_us": c.issue_us + us, "start_us": c.start_us + us, "end_us": c.end_us + us,
+            "wait_start_us": None if c.wait_start_us is None else c.wait_start_us + us})
+            for c in s.collectives]
+        return s.model_copy(update={"events": type(s.events)(cols), "collectives": colls})
+    return report.model_copy(update={"before": schedule(report.before),
+                                     "after": schedule(report.after)})
+
+
+@pytest.mark.parametrize("shift_us", [0.0, 1e12 - 0.0105, 2.0**53, -0.0015])
+def test_spans_written_at_once_read_as_each_span_written_alone(monkeypatch, shift_us):
+    # times past 11.6 days (1e12 us) take _num's general form, past int64 ns Python's ints
+    import commopt.report.trace as trace
+
+    r = _shifted(_report(), shift_us)
+    at_once = "".join(trace_chunks(r))
+    monkeypatch.setattr(trace, "_span_ns_arrays", lambda starts, ends: None)
+    assert "".join(trace_chunks(r)) == at_once
+    assert not overlaps(at_once) or shift_us == 2.0**53  # (float64 cannot tell 1 ns apart there)
