@@ -31,7 +31,7 @@ from commopt.ir.args import Symbol, collect_refs
 from commopt.ir.graph import DTYPE_BYTES, IN_PLACE_TYPES, Graph, Node, NodeKind, Ref, TensorMeta
 from commopt.ir.layout import same_bytes_root
 from commopt.ir.out_variants import WriteMode
-from commopt.ir.sizes import has_data_dependent_output
+from commopt.ir.sizes import SYMBOLIC_SHAPES_ATTR, has_data_dependent_output
 
 #: Keys of the one-key objects inside arguments: a node's value, and values JSON cannot spell.
 REF, DTYPE, DEVICE, LAYOUT, MEMORY_FORMAT, TUPLE, DICT, FLOAT = (
@@ -63,6 +63,10 @@ def _resolvable(op: str) -> bool:
 
 #: :func:`commopt.codegen.scalars.is_scalar_op` once per distinct op string.
 _scalar_op = cache(is_scalar_op)
+
+#: The node kinds :meth:`Lowering.record` tells apart, read once: an enum member's lookup on
+#: its class costs more than the rest of the test, and every node asks up to four.
+_INPUT, _OUTPUT, _COLLECTIVE, _WAIT = NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.COLLECTIVE, NodeKind.WAIT
 
 #: What a compute node's op string is, in the order :meth:`Lowering.compute` asks.
 _GETITEM, _SCALAR, _RESOLVABLE, _OTHER = range(4)
@@ -142,12 +146,18 @@ class Lowering:
         self.filled: set[str] = set()
         self.used_buffers: set[str] = set()
         self.checked: set[TensorMeta] = set()  # tensors checked once (shapes repeat per layer)
+        #: the objects checked, by id (each kept alive here, so its id is not reused): most
+        #: tensors are the graph's own, asked about again, found without hashing their fields
+        self.checked_objects: dict[int, TensorMeta] = {}
 
     def check(self, node: Node, meta: TensorMeta) -> None:
         """:func:`check_tensor`, once per distinct tensor description."""
+        if id(meta) in self.checked_objects:
+            return
         if meta not in self.checked:
             check_tensor(self.graph, node, meta)
             self.checked.add(meta)
+        self.checked_objects[id(meta)] = meta
 
     def fail(self, node: Node, message: str, field: str | None = None) -> GraphError:
         return GraphError(message, file=self.graph.source_path, node=node.name, field=field)
@@ -241,13 +251,13 @@ class Lowering:
 
     def record(self, node: Node, slots: dict | None) -> tuple:
         kind = node.kind
-        if kind is NodeKind.INPUT:
+        if kind is _INPUT:
             return (node.index, node.name, "input", ())
-        if kind is NodeKind.OUTPUT:
+        if kind is _OUTPUT:
             body = self.output(node)
-        elif kind is NodeKind.COLLECTIVE:
+        elif kind is _COLLECTIVE:
             body = self.collective(node, slots)
-        elif kind is NodeKind.WAIT:
+        elif kind is _WAIT:
             body = self.wait(node)
         elif _op_class(node.op) == _RESOLVABLE and node.index not in self.targets \
                 and (node.args or node.kwargs or not node.inputs):
@@ -405,7 +415,10 @@ class Lowering:
     def runtime_sized_output(self, node: Node, k: int, s: int) -> bool:
         """Whether the collective's output size is data-dependent: the script sizes it from
         the step's own values (its split sizes), never from an assumed value."""
-        if not (has_data_dependent_output(node, k) or has_data_dependent_output(self.graph.nodes[s])):
+        src_node = self.graph.nodes[s]
+        if SYMBOLIC_SHAPES_ATTR not in node.attrs and SYMBOLIC_SHAPES_ATTR not in src_node.attrs:
+            return False  # most collectives: every size static
+        if not (has_data_dependent_output(node, k) or has_data_dependent_output(src_node)):
             return False
         if node.collective.type not in ("all_to_all", "all_gather", "reduce_scatter"):
             raise self.fail(node, f"a {node.collective.type} with a data-dependent size cannot "
@@ -438,6 +451,10 @@ class Lowering:
 
     def wait(self, node: Node) -> tuple:
         coll = node.wait_of
-        value = (self.encode(node, node.args[0]) if node.args
-                 else {REF: coll} if coll is not None else None)
+        if not node.args:
+            value = {REF: coll} if coll is not None else None
+        elif type(node.args[0]) is Ref:  # most waits: of their collective's value
+            value = {REF: node.args[0].index}
+        else:
+            value = self.encode(node, node.args[0])
         return ("wait", coll, value)

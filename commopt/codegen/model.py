@@ -177,8 +177,9 @@ def _rank_sets(graph: Graph, name: str, size: int, ranks: tuple[int, ...] | None
 def _input_specs(graph: Graph) -> list[InputSpec]:
     specs = []
     world = _world_size(graph)
+    input_kind = NodeKind.INPUT  # read once: an enum member's lookup costs more than the test
     for node in graph.nodes:
-        if node.kind is not NodeKind.INPUT:
+        if node.kind is not input_kind:
             continue
         if len(node.outputs) != 1:
             raise GraphError("an input node needs exactly one output tensor", file=graph.source_path,
