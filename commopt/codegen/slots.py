@@ -4,8 +4,7 @@ the :class:`Slot` it reads or writes. A plan is an input file, so everything is 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from commopt.codegen.names import identifier
 from commopt.codegen.spec import BufferSpec
@@ -13,9 +12,12 @@ from commopt.errors import OptionError
 from commopt.ir.graph import DTYPE_BYTES, Graph, NodeKind, TensorMeta
 
 
-@dataclass(frozen=True, slots=True)
-class Slot:
-    """Where one tensor of one collective lives in its group's arena, and when (plan positions)."""
+class Slot(NamedTuple):
+    """Where one tensor of one collective lives in its group's arena, and when (plan positions).
+
+    A named tuple: one is made per planned buffer (hundreds of thousands at a million nodes),
+    and a frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field) cost five
+    times as much."""
 
     var: str
     zero_copy: bool
