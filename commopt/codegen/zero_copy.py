@@ -100,15 +100,18 @@ def _candidates(graph: Graph, slots: dict[tuple[int, str, int], Slot]
     The planner marks the slots it keeps free from the producer on (zero-copy); the input of
     an all_reduce or broadcast is a candidate either way, since its producer writes into the
     collective's output buffer, whose window :func:`_busy` checks here."""
+    nodes = graph.nodes
+    # filtered before sorting: most slots are outputs (and sorting is the costly part)
+    keys = sorted(key for key, slot in slots.items() if key[1] in ("input", "inout") and (
+        slot.zero_copy or (key[1] == "input" and nodes[key[0]].collective.type in IN_PLACE_TYPES)))
     seen: set[str] = set()
-    for (coll, role, k), slot in sorted(slots.items()):
-        if role not in ("input", "inout") or slot.var in seen:
+    for key in keys:
+        coll, role, k = key
+        var = slots[key].var
+        if var in seen:
             continue
-        if not slot.zero_copy and not (role == "input"
-                                       and graph.nodes[coll].collective.type in IN_PLACE_TYPES):
-            continue
-        seen.add(slot.var)
-        node = graph.nodes[coll]
+        seen.add(var)
+        node = nodes[coll]
         sources = collective_sources(node)
         if k < len(sources):
             yield coll, role, k, node, sources
