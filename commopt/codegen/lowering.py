@@ -87,6 +87,8 @@ def collective_sources(node: Node) -> list[int]:
     """The nodes whose values a collective sends, one per tensor (its first argument's refs)."""
     if node.args:
         first = node.args[0]
+        if type(first) is Ref:  # most collectives: one tensor
+            return [first.index]
         refs = [first] if isinstance(first, Ref) else list(first) if isinstance(first, list) else []
         if refs and all(isinstance(r, Ref) for r in refs):
             return [r.index for r in refs]
