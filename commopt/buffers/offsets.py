@@ -261,13 +261,72 @@ class Occupancy:
 
     def place(self, i: int, size: int) -> int:
         """Put ``size`` bytes (> 0) for lifetime ``i`` where best fit puts them
-        (:func:`_best_fit`), take them and return the offset."""
-        nodes = self.ranges.nodes(i)
-        found = self._taken(nodes)
+        (:func:`_best_fit`), take them and return the offset.
+
+        What :meth:`taken` and :meth:`take` do, in one walk of the tree with everything in
+        locals and the common additions (to an empty set, or on top of one) inline: this runs
+        once per buffer and ordering, and calls per tree node dominated it."""
+        ranges = self.ranges
+        own, agg, up = self._own, self._agg, ranges.up
+        lo, hi = ranges.lo[i], ranges.hi[i]
+        canonical = []
+        while lo < hi:  # the bottom-up walk of a range query (TimeRanges.nodes)
+            if lo & 1:
+                canonical.append(lo)
+                lo += 1
+            if hi & 1:
+                hi -= 1
+                canonical.append(hi)
+            lo >>= 1
+            hi >>= 1
+        found = [flat for v in canonical if (flat := agg[v]) is not None]
+        v = ranges.left[i]
+        while v:
+            if (flat := own[v]) is not None:
+                found.append(flat)
+            v = up[v]
+        v, stop = ranges.right[i], ranges.stop[i]
+        while v > stop:
+            if (flat := own[v]) is not None:
+                found.append(flat)
+            v = up[v]
         self.scanned += sum(map(len, found))
-        offset = _best_fit(size, found)
-        self._take(nodes, offset, offset + size)
-        return offset
+        start = _best_fit(size, found)
+        end = start + size
+        own_kept = ranges.own_kept
+        for v in canonical:
+            if own_kept[v]:
+                flat = own[v]
+                if flat is None:
+                    own[v] = [start, end]
+                elif flat[-1] < start:
+                    flat += (start, end)
+                elif flat[-1] == start:
+                    flat[-1] = end
+                else:
+                    _add_range(own, v, start, end)
+            flat = agg[v]
+            if flat is None:
+                agg[v] = [start, end]
+            elif flat[-1] < start:
+                flat += (start, end)
+            elif flat[-1] == start:
+                flat[-1] = end
+            else:
+                _add_range(agg, v, start, end)
+        for v, stop in ((ranges.left[i], 0), (ranges.right[i], ranges.stop[i])):
+            while v > stop:  # every node on the paths keeps an aggregate
+                flat = agg[v]
+                if flat is None:
+                    agg[v] = [start, end]
+                elif flat[-1] < start:
+                    flat += (start, end)
+                elif flat[-1] == start:
+                    flat[-1] = end
+                elif _add_range(agg, v, start, end):
+                    break  # held [start, end) already: so do its ancestors' aggregates
+                v = up[v]
+        return start
 
 
 def _add_range(sets: list[list[int] | None], v: int, start: int, end: int) -> bool:
