@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
@@ -352,18 +351,11 @@ def _collective_args(colls: list[CollectiveReport], node_args: list[str]) -> lis
     """The args text of each collective's slice (:func:`_node_args_text`) from the text of
     its node's (``node_args``): the same with its issue and exposed times (in this
     schedule, rounded to the ns) before the step."""
-    issue = _json_floats(fmt.rounded_ms([c.issue_us for c in colls]))
-    exposed = _json_floats(fmt.rounded_ms([c.exposed_us for c in colls]))
+    issue = fmt.rounded_ms_json([c.issue_us for c in colls])
+    exposed = fmt.rounded_ms_json([c.exposed_us for c in colls])
     step = len(',"step":')
     return [f'{a[:-step]},"issue_us":{i},"exposed_us":{e},"step":'
             for a, i, e in zip(node_args, issue, exposed, strict=True)]
-
-
-def _json_floats(values: list[float]) -> list[str]:
-    """Each float as the event encoder writes it (its repr where finite)."""
-    if all(map(math.isfinite, values)):
-        return list(map(float.__repr__, values))
-    return list(map(_encode_event, values))
 
 
 def _span_ns_arrays(starts_us: Sequence[float],
