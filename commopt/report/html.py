@@ -131,7 +131,7 @@ def _schedule_data(s: ScheduleReport, index: dict[str, int],
     by_lane: dict[str, _Json] = {lane.name: _Json("[]") for lane in s.lanes}
     at = 0
     for lane, run in groupby(cols["lane"]):  # the events are sorted by lane, start, step
-        end = at + sum(1 for _ in run)
+        end = at + len(list(run))
         by_lane[lane] = _Json("[" + ",".join(events[at:end]) + "]")
         at = end
     mem = _Json("[" + ",".join(map("%s,%d".__mod__, zip(
