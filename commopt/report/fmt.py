@@ -83,7 +83,8 @@ def _rounded_ms_array(values_us: Sequence[float]) -> np.ndarray:
     x = np.asarray(values_us, dtype=np.float64)
     scaled = x * 1000.0
     out = np.rint(scaled) / 1000.0
-    near_half = np.abs(np.abs(scaled - np.floor(scaled)) - 0.5) <= np.abs(scaled) * 1e-15
+    with np.errstate(invalid="ignore"):  # a value that is not finite is rounded just below
+        near_half = np.abs(np.abs(scaled - np.floor(scaled)) - 0.5) <= np.abs(scaled) * 1e-15
     for k in np.flatnonzero(near_half | ~np.isfinite(scaled)).tolist():
         out[k] = round(values_us[k], 3)
     return out
