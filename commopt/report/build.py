@@ -28,7 +28,6 @@ from commopt.schemas.report import (
     EventColumns,
     MemoryPoint,
     NodeColumns,
-    NodeInfo,
     OverlapReport,
     ReportEvent,
     ScheduleReport,
@@ -134,12 +133,12 @@ def build_report(
         optimized = after_order is not None
     advice = [a.model_dump() for a in advise(graph, durations_us, final_sim, optimized=optimized)]
     if after is None:
-        node_columns = _used_nodes(g0, [before_sim], d0)
+        node_columns = _node_columns(g0, d0, _shown(g0, [before_sim]))
     elif g0 is graph:  # one program: its nodes are described once
-        node_columns = _used_nodes(graph, [before_sim, after_sim], durations_us)
+        node_columns = _node_columns(graph, durations_us, _shown(graph, [before_sim, after_sim]))
     else:
-        node_columns = _merged(_used_nodes(g0, [before_sim], d0),
-                               _used_nodes(graph, [after_sim], durations_us))
+        node_columns = _merged(g0, d0, _shown(g0, [before_sim]),
+                               graph, durations_us, _shown(graph, [after_sim]))
     # the schedules and nodes are models already and are taken as they are
     report = OverlapReport.model_validate({
         "graph": graph.name,
@@ -167,48 +166,65 @@ def build_report(
     return report
 
 
-def _used_nodes(graph: Graph, sims: Sequence[SimResult],
-                durations_us: Sequence[float]) -> dict[str, list[Any]]:
-    """The report's node columns (:class:`NodeInfo`'s fields) of the nodes the timelines of
-    ``sims`` show, in index order."""
+def _shown(graph: Graph, sims: Sequence[SimResult]) -> list[int]:
+    """The nodes the timelines of ``sims`` show (their spans, collectives and the waits of
+    those), in index order."""
     used = np.zeros(len(graph), dtype=bool)
     waits_of = graph.waits_of
     for sim in sims:
         used[[ev.node for ev in sim.events]] = True
         used[[t.node for t in sim.collectives]] = True
         used[[w for t in sim.collectives for w in waits_of(t.node)]] = True
-    nodes = graph.nodes
+    return np.flatnonzero(used).tolist()
+
+
+def _node_columns(graph: Graph, durations_us: Sequence[float],
+                  shown: list[int]) -> dict[str, list[Any]]:
+    """The report's node columns (:class:`NodeInfo`'s fields) of ``graph``'s nodes
+    ``shown``, in that order, a column at a time."""
+    all_nodes = graph.nodes
+    nodes = list(map(all_nodes.__getitem__, shown))
+    colls = [node.collective for node in nodes]
     wait_kind = NodeKind.WAIT
-    columns: dict[str, list[Any]] = {name: [] for name in NodeInfo.model_fields}
-    name, op, kind, duration, nbytes, group, ctype = columns.values()
-    for i in np.flatnonzero(used).tolist():
-        node = nodes[i]
-        coll = node.collective
-        name.append(node.name)
-        op.append(node.op)
-        kind.append(_KIND_LABEL[node.kind])
-        duration.append(0.0 if node.kind is wait_kind else float(durations_us[i]))
-        nbytes.append(int(coll.bytes if coll is not None else node.nbytes))
-        if coll is None and node.wait_of is not None:
-            coll = nodes[node.wait_of].collective
-        group.append(coll.group if coll is not None else None)
-        ctype.append(coll.type if coll is not None else None)
+    # a wait is described by its collective's group and type
+    owners = [c if c is not None or node.wait_of is None else all_nodes[node.wait_of].collective
+              for node, c in zip(nodes, colls, strict=True)]
+    columns = {
+        "name": [node.name for node in nodes],
+        "op": [node.op for node in nodes],
+        "kind": [_KIND_LABEL[node.kind] for node in nodes],
+        "duration_us": [0.0 if node.kind is wait_kind else float(durations_us[i])
+                        for node, i in zip(nodes, shown, strict=True)],
+        "bytes": [int(c.bytes if c is not None else node.nbytes)
+                  for node, c in zip(nodes, colls, strict=True)],
+        "group": [c.group if c is not None else None for c in owners],
+        "collective_type": [c.type if c is not None else None for c in owners],
+    }
     return columns
 
 
-def _merged(first: dict[str, list[Any]], second: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    """The node columns of ``first`` and ``second`` by name: a node of both reads as in
-    ``second``, at its place in ``first``."""
-    at = dict(zip(first["name"], range(len(first["name"])), strict=True))
-    rows = zip(*second.values(), strict=True)
-    for name, row in zip(second["name"], rows, strict=True):
-        k = at.get(name)
-        for col, value in zip(first.values(), row, strict=True):
-            if k is None:
-                col.append(value)
-            else:
-                col[k] = value
-    return first
+def _merged(first: Graph, first_durations_us: Sequence[float], first_shown: list[int],
+            second: Graph, second_durations_us: Sequence[float],
+            second_shown: list[int]) -> dict[str, list[Any]]:
+    """The node columns of the nodes ``first_shown`` of ``first`` and ``second_shown`` of
+    ``second``, by name: a node of both reads as in ``second``, at its place in ``first``;
+    the others of ``second`` follow, in their order. Each node is described once."""
+    at_second = {second.nodes[i].name: k for k, i in enumerate(second_shown)}
+    first_nodes = first.nodes
+    firsts = [at_second.get(first_nodes[i].name) for i in first_shown]
+    only_first = [i for i, k in zip(first_shown, firsts, strict=True) if k is None]
+    # rows numbered as in first's own columns followed by second's
+    base = len(only_first)
+    own = iter(range(base))
+    rows = [next(own) if k is None else base + k for k in firsts]
+    in_first = bytearray(len(second_shown))
+    for k in firsts:
+        if k is not None:
+            in_first[k] = 1
+    rows += [base + k for k in range(len(second_shown)) if not in_first[k]]
+    a = _node_columns(first, first_durations_us, only_first)
+    b = _node_columns(second, second_durations_us, second_shown)
+    return {name: list(map((a[name] + b[name]).__getitem__, rows)) for name in a}
 
 
 def match_order(graph: Graph, reordered: Graph, *, file: str | None = None) -> list[int]:

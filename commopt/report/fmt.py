@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from operator import add
 
 import numpy as np
 
@@ -41,7 +43,36 @@ def points(before: float, after: float) -> str:
 
 def rounded_ms(values_us: Sequence[float]) -> list[float]:
     """``round(v, 3)`` of every value (microseconds to the nanosecond), the same floats,
-    for many values at once.
+    for many values at once (:func:`_rounded_ms_array`)."""
+    return _rounded_ms_array(values_us).tolist()
+
+
+def rounded_ms_json(values_us: Sequence[float]) -> list[str]:
+    """``json.dumps(round(v, 3))`` of every value, for many values at once.
+
+    A rounded value below 10**12 us is the float nearest ``k / 1000`` for a whole ``k``
+    below 10**15, so ``v * 1000`` rounds back to ``k`` exactly and its repr (the shortest
+    text that reads back as that float) is the decimal ``k / 1000`` itself: the whole part,
+    then the decimals of the rest (``.0`` for none). Those texts are made from ``k`` without
+    a float repr (the slow part of JSON encoding); negative, huge and non-finite values are
+    encoded by ``json`` itself."""
+    rounded = _rounded_ms_array(values_us)
+    ns = np.rint(rounded * 1000.0)
+    fast = (ns >= 0.0) & (ns < 1e15) & ~np.signbit(rounded)  # NaN is neither
+    k = np.where(fast, ns, 0.0).astype(np.int64)
+    out = list(map(add, map(str, (k // 1000).tolist()),
+                   map(_FLOAT_DECIMALS.__getitem__, (k % 1000).tolist())))
+    for i in np.flatnonzero(~fast).tolist():
+        out[i] = json.dumps(float(rounded[i]))
+    return out
+
+
+#: The text after the whole part of a float's repr, by its thousandths (``.0`` for none).
+_FLOAT_DECIMALS = [f".{k:03d}".rstrip("0") if k else ".0" for k in range(1000)]
+
+
+def _rounded_ms_array(values_us: Sequence[float]) -> np.ndarray:
+    """``round(v, 3)`` of every value, as a float64 array.
 
     Python's ``round(v, 3)`` rounds the exact binary value half to even through a decimal
     conversion (about a microsecond each). Here ``v * 1000`` is rounded in numpy and divided
@@ -51,8 +82,9 @@ def rounded_ms(values_us: Sequence[float]) -> list[float]:
     """
     x = np.asarray(values_us, dtype=np.float64)
     scaled = x * 1000.0
-    out = (np.rint(scaled) / 1000.0).tolist()
-    near_half = np.abs(np.abs(scaled - np.floor(scaled)) - 0.5) <= np.abs(scaled) * 1e-15
+    out = np.rint(scaled) / 1000.0
+    with np.errstate(invalid="ignore"):  # a value that is not finite is rounded just below
+        near_half = np.abs(np.abs(scaled - np.floor(scaled)) - 0.5) <= np.abs(scaled) * 1e-15
     for k in np.flatnonzero(near_half | ~np.isfinite(scaled)).tolist():
         out[k] = round(values_us[k], 3)
     return out

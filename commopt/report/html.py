@@ -16,11 +16,12 @@ re-running gives a byte-identical file.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import os
 from importlib import resources
-from itertools import chain, groupby
+from itertools import groupby
 from typing import Any
 
 from commopt import atomic
@@ -57,7 +58,39 @@ GLOSSARY = [
 
 def report_data(report: OverlapReport) -> dict[str, Any]:
     """The plain data the page's script draws: node table, lanes of flat event arrays,
-    each schedule's collective-to-wait links."""
+    each schedule's collective-to-wait links (the JSON :func:`render_html` embeds, read
+    back)."""
+    return json.loads(_data_json(report))
+
+
+class _Json:
+    """JSON text :func:`_encode` writes as it is (a large array encoded beforehand)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+#: ``json.dumps`` as the page's data is written: ASCII, compact, keys sorted.
+_dumps = functools.partial(json.dumps, ensure_ascii=True, separators=(",", ":"),
+                           sort_keys=True)
+
+
+def _encode(value: Any) -> str:
+    """The text :func:`_dumps` gives for ``value``, with each :class:`_Json` in it (a value
+    of a dict, or in a list of dicts) written as its text."""
+    if isinstance(value, _Json):
+        return value.text
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_dumps(k)}:{_encode(value[k])}" for k in sorted(value)) + "}"
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return "[" + ",".join(map(_encode, value)) + "]"
+    return _dumps(value)
+
+
+def _data_json(report: OverlapReport) -> str:
+    """The JSON text of the data the page's script draws (:func:`report_data`)."""
     cols = report.nodes.columns
     index = dict(zip(cols["name"], range(len(cols["name"])), strict=True))
     ops = sorted(set(cols["op"]))
@@ -72,32 +105,38 @@ def report_data(report: OverlapReport) -> dict[str, Any]:
     schedules = [report.before] + ([report.after] if report.after is not None else [])
     titles = tables.lane_titles(report)
     span_us = max((s.makespan_us for s in schedules), default=0.0) or 1.0
-    return {
+    return _encode({
         "span_us": _r(span_us),
         "mem_peak": max(s.peak_memory_bytes for s in schedules),
         "ops": ops,
         "nodes": nodes,
         "schedules": [_schedule_data(s, index, titles) for s in schedules],
-    }
+    })
+
+
+#: The text of an event in a lane's array: start, end (ms-rounded JSON floats), node index,
+#: row, exposed (0/1).
+_EVENT = "%s,%s,%d,%d,%d"
+#: The text of a collective's link: its node, its wait's node (-1: none), issue, start, end
+#: and wait time (JSON floats; -1: none).
+_LINK = "%d,%d,%s,%s,%s,%s"
 
 
 def _schedule_data(s: ScheduleReport, index: dict[str, int],
                    titles: dict[str, str]) -> dict[str, Any]:
-    by_lane: dict[str, list[float | int]] = {lane.name: [] for lane in s.lanes}
     cols = s.events.columns
-    # per event: start, end, node index, row, exposed (0/1)
-    fields = (fmt.rounded_ms(cols["start_us"]), fmt.rounded_ms(cols["end_us"]),
-              list(map(index.__getitem__, cols["node"])), cols["row"],
-              list(map(int, cols["exposed"])))
+    starts, ends = fmt.rounded_ms_json(cols["start_us"]), fmt.rounded_ms_json(cols["end_us"])
+    events = list(map(_EVENT.__mod__, zip(starts, ends, map(index.__getitem__, cols["node"]),
+                                          cols["row"], cols["exposed"], strict=True)))
+    by_lane: dict[str, _Json] = {lane.name: _Json("[]") for lane in s.lanes}
     at = 0
     for lane, run in groupby(cols["lane"]):  # the events are sorted by lane, start, step
-        end = at + sum(1 for _ in run)
-        by_lane[lane] += _interleaved([field[at:end] for field in fields])
+        end = at + len(list(run))
+        by_lane[lane] = _Json("[" + ",".join(events[at:end]) + "]")
         at = end
-    mem: list[float | int] = []
-    for p in s.memory_curve:
-        mem.extend((round(p.time_us, 3), p.live_bytes))
-    # collective node, its wait node (-1: none), issue, start, end, wait time (-1: none)
+    mem = _Json("[" + ",".join(map("%s,%d".__mod__, zip(
+        fmt.rounded_ms_json([p.time_us for p in s.memory_curve]),
+        [p.live_bytes for p in s.memory_curve], strict=True))) + "]")
     blocking = tables.blocking_waits(s)
     colls = s.collectives
     waits: list[int] = []
@@ -110,12 +149,13 @@ def _schedule_data(s: ScheduleReport, index: dict[str, int],
         waits.append(index[wait] if wait in index else -1)
         wait_times.append(wait_us)
     known = [t for t in wait_times if t is not None]
-    rounded_known = iter(fmt.rounded_ms(known))
-    links = list(chain.from_iterable(zip(
+    rounded_known = iter(fmt.rounded_ms_json(known))
+    links = _Json("[" + ",".join(map(_LINK.__mod__, zip(
         [index[c.node] for c in colls], waits,
-        fmt.rounded_ms([c.issue_us for c in colls]), fmt.rounded_ms([c.start_us for c in colls]),
-        fmt.rounded_ms([c.end_us for c in colls]),
-        [-1 if t is None else next(rounded_known) for t in wait_times], strict=True)))
+        fmt.rounded_ms_json([c.issue_us for c in colls]),
+        fmt.rounded_ms_json([c.start_us for c in colls]),
+        fmt.rounded_ms_json([c.end_us for c in colls]),
+        ["-1" if t is None else next(rounded_known) for t in wait_times], strict=True))) + "]")
     return {
         "label": s.label,
         "makespan_us": _r(s.makespan_us),
@@ -128,17 +168,8 @@ def _schedule_data(s: ScheduleReport, index: dict[str, int],
     }
 
 
-def _interleaved(fields: list[list[Any]]) -> list[Any]:
-    """The values of ``fields`` (lists of one length) row by row: the first of each field,
-    then the second of each, and so on."""
-    out: list[Any] = [None] * (len(fields) * len(fields[0]))
-    for k, field in enumerate(fields):
-        out[k::len(fields)] = field
-    return out
-
-
-def _json_for_script(data: Any) -> str:
-    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
+def _json_for_script(text: str) -> str:
+    """JSON ``text`` made safe inside a ``<script>`` element."""
     # inside <script> only "</" and "<!--" matter; escaping every '<', '>' and '&' is simplest
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
@@ -239,7 +270,7 @@ def render_html(report: OverlapReport) -> str:
                  + "</dl>")
     parts.append('<div id="tip"></div>')
     parts.append('<script type="application/json" id="commopt-data">'
-                 + _json_for_script(report_data(report)) + "</script>")
+                 + _json_for_script(_data_json(report)) + "</script>")
     parts.append(f"<script>{_asset('report.js')}</script>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

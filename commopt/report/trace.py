@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import bisect
 import json
-import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
+from operator import add
 from typing import Any
 
 import numpy as np
@@ -298,8 +298,8 @@ class _SpanTable:
 
     def on_thread(self, tid: int) -> tuple[list[int], list[int]]:
         """The starts and ends of the spans on thread ``tid``, in event order."""
-        on = np.flatnonzero(np.asarray(self.tids) == tid).tolist()
-        return [int(self.starts[k]) for k in on], [int(self.ends[k]) for k in on]
+        on = np.flatnonzero(np.asarray(self.tids) == tid)
+        return np.asarray(self.starts)[on].tolist(), np.asarray(self.ends)[on].tolist()
 
     def lines(self, rows: np.ndarray) -> list[str]:
         """The trace lines of the spans ``rows``, in that order."""
@@ -352,18 +352,11 @@ def _collective_args(colls: list[CollectiveReport], node_args: list[str]) -> lis
     """The args text of each collective's slice (:func:`_node_args_text`) from the text of
     its node's (``node_args``): the same with its issue and exposed times (in this
     schedule, rounded to the ns) before the step."""
-    issue = _json_floats(fmt.rounded_ms([c.issue_us for c in colls]))
-    exposed = _json_floats(fmt.rounded_ms([c.exposed_us for c in colls]))
+    issue = fmt.rounded_ms_json([c.issue_us for c in colls])
+    exposed = fmt.rounded_ms_json([c.exposed_us for c in colls])
     step = len(',"step":')
     return [f'{a[:-step]},"issue_us":{i},"exposed_us":{e},"step":'
             for a, i, e in zip(node_args, issue, exposed, strict=True)]
-
-
-def _json_floats(values: list[float]) -> list[str]:
-    """Each float as the event encoder writes it (its repr where finite)."""
-    if all(map(math.isfinite, values)):
-        return list(map(float.__repr__, values))
-    return list(map(_encode_event, values))
 
 
 def _span_ns_arrays(starts_us: Sequence[float],
@@ -412,14 +405,14 @@ def _markers(s: ScheduleReport, pid: int, tid: int, compute: _Track, flow_base: 
     nodes = list(map(_str, [c.node for c in colls]))
     groups = list(map(_str, [c.group for c in colls]))
     issues = map(_ISSUE_MARKER.__mod__, zip(
-        map(_str, ["issue " + c.node for c in colls]), map(_num, issue_at), repeat(pid),
+        map(_str, ["issue " + c.node for c in colls]), _nums(issue_at), repeat(pid),
         repeat(tid), nodes, groups, [c.issue_step for c in colls], range(flow_base, flow_base + m)))
     hidden = [k for k, c in enumerate(colls)
               if c.wait is not None and wait_flow.keys().isdisjoint(c.waits)]
     wait_at = compute.snap_all([_ns(c.end_us if c.wait_start_us is None else c.wait_start_us)
                                 for c in map(colls.__getitem__, hidden)])
     waits = map(_HIDDEN_WAIT_MARKER.__mod__, zip(
-        [_str(colls[k].wait) for k in hidden], map(_num, wait_at), repeat(pid), repeat(tid),
+        [_str(colls[k].wait) for k in hidden], _nums(wait_at), repeat(pid), repeat(tid),
         map(nodes.__getitem__, hidden), map(groups.__getitem__, hidden),
         [_encode_event(colls[k].wait_step) for k in hidden], [flow_base + k for k in hidden]))
     # each collective's issue, then its hidden wait
@@ -447,6 +440,18 @@ def _num(ns: int) -> str:
     if 0 <= ns < _DECIMAL_NS:
         return f"{ns // 1000}{_DECIMALS[ns % 1000]}"
     return repr(_us(ns))
+
+
+def _nums(times: list[int]) -> list[str]:
+    """:func:`_num` of every time, for many at once (as one array where all are common)."""
+    try:
+        ns = np.array(times, dtype=np.int64)
+    except OverflowError:
+        return list(map(_num, times))
+    if not np.all((ns >= 0) & (ns < _DECIMAL_NS)):
+        return list(map(_num, times))
+    return list(map(add, map(str, (ns // 1000).tolist()),
+                    map(_DECIMALS.__getitem__, (ns % 1000).tolist())))
 
 
 #: Nanoseconds below which :func:`_num` writes the decimals itself (about 11.6 days).

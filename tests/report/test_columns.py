@@ -3,12 +3,14 @@ the writers' whole-column number helpers give what their one-value versions give
 
 from __future__ import annotations
 
+import json
+import math
 import random
 import struct
 
 from pydantic import TypeAdapter
 
-from commopt.report.fmt import rounded_ms
+from commopt.report.fmt import rounded_ms, rounded_ms_json
 from commopt.report.trace import _ns, _span_ns
 from commopt.schemas.report import EventColumns, NodeColumns, NodeInfo, ReportEvent
 
@@ -68,6 +70,12 @@ def test_rounded_ms_is_round_to_three_places():
     values = _tricky_floats()
     assert list(map(repr, rounded_ms(values))) == [repr(round(v, 3)) for v in values]
     assert rounded_ms([]) == []
+
+
+def test_rounded_ms_json_is_json_of_round_to_three_places():
+    values = _tricky_floats() + [math.nan, math.inf, -math.inf, 2e12, -1e-4]
+    assert rounded_ms_json(values) == [json.dumps(round(v, 3)) for v in values]
+    assert rounded_ms_json([]) == []
 
 
 def test_span_ns_is_ns_of_each_end_never_before_its_start():

@@ -30,6 +30,7 @@ from commopt.report.trace import (
     _node_args_text,
     _NodeTexts,
     _num,
+    _nums,
     _us,
     dumps_trace,
     render_trace,
@@ -361,6 +362,10 @@ def test_num_is_the_repr_of_the_microseconds_at_every_magnitude():
     samples = [rng.randrange(10**k) for k in range(1, 19) for _ in range(2000)]
     for ns in edges + samples:
         assert _num(ns) == repr(_us(ns)), ns
+    common = [ns for ns in edges + samples if 0 <= ns < 10**15]
+    assert _nums(common) == list(map(_num, common))
+    assert _nums(edges + [2**70]) == list(map(_num, edges + [2**70]))
+    assert _nums([]) == []
 
 
 def _shifted(report, us: float):
