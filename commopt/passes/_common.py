@@ -8,7 +8,6 @@ windows it tries); no pass keeps an ancestor set per collective.
 
 from __future__ import annotations
 
-import heapq
 import math
 import weakref
 from collections.abc import Callable, Sequence
@@ -58,7 +57,7 @@ def _consecutive_collectives(graph: Graph, order: Sequence[int], *, by_group: bo
 def neighbour_lists(graph: Graph, extra: dict[int, int], *, successors: bool) -> list[tuple[int, ...]]:
     """Per node, its predecessors (or ``successors``) in the graph's CSR arrays plus
     ``extra[v]`` when present (e.g. the collective chain's edge), so the hot loops of
-    :func:`demand_order` index a tuple instead of slicing the arrays per visit. A new list
+    :mod:`commopt.passes.compute_overlap` index a tuple instead of slicing the arrays per visit. A new list
     per call; the tuples without ``extra`` are made once per graph."""
     out = list(_edge_tuples(graph, successors))
     for v, w in extra.items():
@@ -109,107 +108,152 @@ def compute_steps(graph: Graph, durations_us: Sequence[float]) -> list[float]:
                     np.asarray(durations_us, dtype=float), 0.0).tolist()
 
 
-def bounded_windows(is_bounded: np.ndarray, base_us: np.ndarray, factor: float) -> list[float]:
+def bounded_windows(is_bounded: np.ndarray, base_us: np.ndarray, factor: float) -> np.ndarray:
     """Per node, ``factor x base_us`` where ``is_bounded``, else unbounded: the windows of
-    :func:`demand_order` for one factor of :data:`WINDOW_FACTORS`."""
+    :meth:`DemandMover.order` for one factor of :data:`WINDOW_FACTORS`."""
     if factor == math.inf:
-        return [math.inf] * len(base_us)
-    return np.where(is_bounded, factor * base_us, math.inf).tolist()
+        return np.full(len(base_us), math.inf)
+    return np.where(is_bounded, factor * base_us, math.inf)
 
 
-def demand_order(
-    seq: Sequence[int],
-    lazy: bytearray,
-    fence: bytearray,
-    preds: Sequence[Sequence[int]],
-    step_time_us: Sequence[float],
-    window_us: Sequence[float],
-) -> list[int]:
-    """Walk ``seq`` emitting non-lazy nodes in place and holding lazy ones back.
+def lazy_neighbours(graph: Graph, lazy: bytearray, extra: dict[int, int], *,
+                    successors: bool) -> list[tuple[int, ...]]:
+    """Per node, its lazy predecessors (or ``successors``) in the graph's CSR arrays, then
+    ``extra[v]`` when present and lazy (e.g. the collective chain's edge): the only
+    neighbours :class:`DemandMover` may find not yet emitted (``()`` for most nodes)."""
+    n = len(graph.nodes)
+    ptr, idx = graph.succ_arrays() if successors else graph.pred_arrays()
+    idx = np.asarray(idx, dtype=np.int64)
+    is_lazy = np.frombuffer(lazy, dtype=np.uint8).astype(bool)
+    keep = is_lazy[idx]
+    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(np.asarray(ptr, dtype=np.int64)))[keep]
+    out: list[tuple[int, ...]] = [()] * n
+    if owner.size:
+        starts = np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))
+        ends = [*starts[1:].tolist(), owner.size]
+        nbrs = idx[keep].tolist()
+        for v, a, b in zip(owner[starts].tolist(), starts.tolist(), ends, strict=True):
+            out[v] = tuple(nbrs[a:b])
+    for v, w in extra.items():
+        if lazy[w]:
+            out[v] = (*out[v], w)
+    return out
+
+
+class DemandMover:
+    """Walks ``seq`` emitting non-lazy nodes in place and holding lazy ones back.
 
     A held lazy node is emitted just before the first node that needs it (through
-    ``preds[i]``, the nodes ``i`` needs: :func:`neighbour_lists`; transitively through other
-    held nodes), before any ``fence`` node, or before the node that would take it more than
-    ``window_us[i]`` of ``step_time_us`` away from its place in ``seq``;
-    whatever is still held at the end comes last. ``seq`` must be a topological order for
-    ``preds``. With ``seq`` forward and waits lazy this sinks waits; on the reversed order
-    with successors as ``preds`` it raises collectives.
+    ``needs[i]``, the lazy nodes ``i`` needs: :func:`lazy_neighbours`; transitively through
+    other held nodes), before any ``fence`` node, or before the node that would take it more
+    than ``window_us[i]`` of ``step_time_us`` away from its place in ``seq``; whatever is
+    still held at the end comes last. ``seq`` must be a topological order of the graph (so
+    every node's non-lazy neighbours are out before it), steps and windows >= 0. With
+    ``seq`` forward and waits lazy this sinks waits; on the reversed order with successors
+    as ``needs`` it raises collectives.
+
+    Everything that does not depend on the windows is set up once, for every window
+    :meth:`order` is asked for: the walk then visits only the nodes where something can
+    happen (a need, a fence, a window running out) and copies the runs of non-lazy nodes
+    between them in bulk. A window runs out at the first non-lazy node whose step ends past
+    the node's deadline: the clock only advances on non-lazy nodes, so its values are one
+    running sum (numpy's accumulate adds in the same order as a loop), searched per node.
     """
-    n = len(seq)
-    sched = seq if isinstance(seq, Schedule) else Schedule(seq, n)  # a Schedule: checked once
-    pos, seq = sched.positions, sched.order
-    emitted = bytearray(n)
-    out: list[int] = []
-    append = out.append
-    held: list[int] = []  # lazy nodes in seq order
-    flushed = 0  # held[:flushed] are all emitted
-    heap: list[tuple[float, int]] = []
 
-    def emit(u: int) -> None:
-        """Emit ``u`` after whatever it needs that is still held, earliest in ``seq`` first."""
-        if emitted[u]:
-            return
-        for p in preds[u]:
-            if not emitted[p]:
-                break
-        else:  # every predecessor is out already: no stack walk
-            emitted[u] = 1
-            append(u)
-            return
-        stack = [u]
-        pop, push = stack.pop, stack.append
-        while stack:
-            v = stack[-1]
-            if emitted[v]:
-                pop()
-                continue
-            todo = [p for p in preds[v] if not emitted[p]]
-            if todo:
-                if len(todo) == 1:
-                    push(todo[0])
-                else:
-                    todo.sort(key=lambda p: -pos[p])  # earliest first off the stack
-                    stack.extend(todo)
-                continue
-            emitted[v] = 1
-            append(v)
-            pop()
+    def __init__(self, seq: Sequence[int], lazy: bytearray, fence: bytes,
+                 needs: list[tuple[int, ...]], step_time_us: Sequence[float]) -> None:
+        n = len(seq)
+        sched = seq if isinstance(seq, Schedule) else Schedule(seq, n)  # a Schedule: checked once
+        self.pos, self.lazy, self.fence, self.needs = sched.positions, lazy, fence, needs
+        order = np.fromiter(sched.order, dtype=np.int64, count=n)
+        lazy_at = np.frombuffer(lazy, dtype=np.uint8).astype(bool)[order]
+        self.kept_at = np.flatnonzero(~lazy_at)  # positions of the non-lazy nodes
+        self.kept = order[self.kept_at].tolist()
+        self.held_at = np.flatnonzero(lazy_at)
+        self.held = order[self.held_at].tolist()
+        self.held_nodes = order[self.held_at]
+        self.held_positions = self.held_at.tolist()
+        # the clock after each non-lazy node, and at each lazy node (0 before the first step)
+        self.clock_after = np.add.accumulate(np.asarray(step_time_us, dtype=float)[order[self.kept_at]])
+        self.first_after = np.searchsorted(self.kept_at, self.held_at)  # first non-lazy after each lazy node
+        before = self.first_after - 1
+        self.clock_at = np.where(before >= 0, self.clock_after[np.maximum(before, 0)], 0.0) \
+            if self.clock_after.size else np.zeros(len(self.held))
+        kept_nodes = order[self.kept_at]
+        has_needs = np.fromiter(map(len, needs), dtype=np.int64, count=n) > 0
+        self.visit = np.flatnonzero(has_needs[kept_nodes]
+                                    | (np.frombuffer(fence, dtype=np.uint8)[kept_nodes] > 0))
 
-    clock = 0.0
-    inf = math.inf
-    hold = held.append
-    heappush, heappop = heapq.heappush, heapq.heappop
-    for u in seq:
-        if lazy[u]:
-            hold(u)
-            w = window_us[u]
-            if w != inf:
-                heappush(heap, (clock + w, pos[u]))
-            continue
-        step = step_time_us[u]
-        while heap and heap[0][0] < clock + step:
-            v = seq[heappop(heap)[1]]
-            if not emitted[v]:
-                emit(v)
-        if fence[u]:
-            while flushed < len(held):
-                v = held[flushed]
-                if not emitted[v]:
-                    emit(v)
-                flushed += 1
-        if not emitted[u]:  # emit(u), with its commonest case inline (most nodes)
-            for p in preds[u]:
+    def order(self, window_us: np.ndarray) -> list[int]:
+        """The order for these windows (class docstring)."""
+        kept, held, pos, needs, fence = self.kept, self.held, self.pos, self.needs, self.fence
+        w = np.asarray(window_us, dtype=float)[self.held_nodes]
+        bounded = np.flatnonzero(w != math.inf)
+        deadline = self.clock_at[bounded] + w[bounded]
+        due = np.maximum(self.first_after[bounded],
+                         np.searchsorted(self.clock_after, deadline, side="right"))
+        live = due < len(kept)
+        bounded, deadline, due = bounded[live], deadline[live], due[live]
+        by_due = np.lexsort((self.held_at[bounded], deadline, due))
+        due_at = due[by_due].tolist()
+        due_node = self.held_nodes[bounded[by_due]].tolist()
+        visit = np.union1d(self.visit, due).tolist()
+
+        emitted = bytearray(len(pos))
+        out: list[int] = []
+        append = out.append
+
+        def emit(u: int) -> None:
+            """Emit ``u`` after whatever it needs that is still held, earliest in ``seq`` first."""
+            if emitted[u]:
+                return
+            for p in needs[u]:
                 if not emitted[p]:
-                    emit(u)
                     break
-            else:
+            else:  # every lazy neighbour is out already: no stack walk
                 emitted[u] = 1
                 append(u)
-        clock += step
-    for v in held:
-        if not emitted[v]:
+                return
+            stack = [u]
+            pop, push = stack.pop, stack.append
+            while stack:
+                v = stack[-1]
+                if emitted[v]:
+                    pop()
+                    continue
+                todo = [p for p in needs[v] if not emitted[p]]
+                if todo:
+                    if len(todo) == 1:
+                        push(todo[0])
+                    else:
+                        todo.sort(key=lambda p: -pos[p])  # earliest first off the stack
+                        stack.extend(todo)
+                    continue
+                emitted[v] = 1
+                append(v)
+                pop()
+
+        held_at = self.held_positions
+        flushed = 0  # held[:flushed] are all emitted
+        k = 0  # due_at[:k] are done
+        done = 0  # kept[:done] are out
+        for j in visit:
+            out.extend(kept[done:j])
+            done = j + 1
+            while k < len(due_at) and due_at[k] == j:
+                emit(due_node[k])
+                k += 1
+            u = kept[j]
+            if fence[u]:
+                limit = self.kept_at[j]
+                while flushed < len(held_at) and held_at[flushed] < limit:
+                    emit(held[flushed])
+                    flushed += 1
+            emit(u)
+        out.extend(kept[done:])
+        for v in held:
             emit(v)
-    return out
+        return out
 
 
 def memory_lean_order(graph: Graph, order: Sequence[int], allow_cross_group: bool) -> list[int]:
@@ -218,7 +262,7 @@ def memory_lean_order(graph: Graph, order: Sequence[int], allow_cross_group: boo
     needs it: an all_gather's output, a cast or a matmul then lives from its first reader
     instead of from where the input order happened to put it. Nodes that free memory stay
     where they are, so the peak usually drops (an FSDP stack: 552 -> 520 MiB); callers keep
-    the result only when it does. Linear in nodes plus edges (:func:`demand_order`).
+    the result only when it does. Linear in nodes plus edges (:class:`DemandMover`).
     """
     from commopt.sim.model import memory_model
 
@@ -244,8 +288,8 @@ def memory_lean_order(graph: Graph, order: Sequence[int], allow_cross_group: boo
         elif node.kind is not NodeKind.INPUT and net[i] > 0:
             lazy[i] = 1
     chain = collective_chain(graph, order, allow_cross_group)
-    preds = neighbour_lists(graph, {b: a for a, b in chain.items()}, successors=False)
-    return demand_order(order, lazy, fence, preds, [0.0] * n, [math.inf] * n)
+    needs = lazy_neighbours(graph, lazy, {b: a for a, b in chain.items()}, successors=False)
+    return DemandMover(order, lazy, fence, needs, [0.0] * n).order(np.full(n, math.inf))
 
 
 def within_budget(graph: Graph, order: Sequence[int], budget_bytes: int | None) -> bool:

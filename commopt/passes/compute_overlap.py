@@ -47,6 +47,7 @@ from commopt.passes._common import (
     zero_cost_view_mask,
 )
 from commopt.passes.base import Pass, PassContext
+from commopt.sim.engine import makespan_and_exposed_us
 from commopt.sim.memory import peak_memory
 from commopt.sim.model import ZERO_TIME_KINDS, MemoryModel, memory_model, needs_finish
 
@@ -133,8 +134,9 @@ class ComputeOverlap(Pass):
             if not found_all:
                 return list(order)
             chosen = most_robust(graph, ctx, _prefer_eager(found_all))
-            after = ctx.simulate(graph, chosen)
-            if (after.makespan_us, after.exposed_comm_us) < (before.makespan_us, before.exposed_comm_us):
+            after = makespan_and_exposed_us(graph, chosen, ctx.durations_us,
+                                            compute_slowdown=ctx.compute_slowdown)
+            if after < (before.makespan_us, before.exposed_comm_us):
                 return chosen
             return list(order)
         lean = _leaner(graph, order, ctx)

@@ -12,11 +12,11 @@ import numpy as np
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.passes._common import (
+    DemandMover,
     bounded_windows,
     collective_chain,
     compute_steps,
-    demand_order,
-    neighbour_lists,
+    lazy_neighbours,
     node_kinds,
     widest_fitting,
     zero_cost_view_mask,
@@ -57,15 +57,14 @@ class RaiseComms(Pass):
                 lazy[i] = 1
         fence = (kinds == NodeKind.INPUT).tobytes()
         chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
-        succs = neighbour_lists(graph, chain, successors=True)
+        needs = lazy_neighbours(graph, lazy, chain, successors=True)
 
         dur = ctx.durations_us
-        step = compute_steps(graph, dur)
         base = np.asarray(dur, dtype=float)
-        rev = Schedule(rev_arr.tolist(), n)  # made once for every window tried
+        mover = DemandMover(rev_arr.tolist(), lazy, fence, needs, compute_steps(graph, dur))
 
         def build(factor: float) -> Schedule:
             window = bounded_windows(is_coll, base, factor)
-            return Schedule(demand_order(rev, lazy, fence, succs, step, window)[::-1], n)
+            return Schedule(mover.order(window)[::-1], n)
 
         return widest_fitting(order, lambda o: ctx.fits(graph, o), build)

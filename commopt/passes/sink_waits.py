@@ -12,11 +12,11 @@ import numpy as np
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.passes._common import (
+    DemandMover,
     bounded_windows,
     collective_chain,
     compute_steps,
-    demand_order,
-    neighbour_lists,
+    lazy_neighbours,
     node_kinds,
     widest_fitting,
     zero_cost_view_mask,
@@ -55,10 +55,10 @@ class SinkWaits(Pass):
                 lazy[i] = 1
         fence = (kinds == NodeKind.OUTPUT).tobytes()
         chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
-        preds = neighbour_lists(graph, {b: a for a, b in chain.items()}, successors=False)
+        needs = lazy_neighbours(graph, lazy, {b: a for a, b in chain.items()}, successors=False)
 
         dur = ctx.durations_us
-        step = compute_steps(graph, dur)
+        mover = DemandMover(order, lazy, fence, needs, compute_steps(graph, dur))
         is_wait = kinds == NodeKind.WAIT
         coll_dur = np.zeros(n)
         for w in waits:
@@ -67,6 +67,6 @@ class SinkWaits(Pass):
 
         def build(factor: float) -> Schedule:
             window = bounded_windows(is_wait, coll_dur, factor)
-            return Schedule(demand_order(order, lazy, fence, preds, step, window), n)
+            return Schedule(mover.order(window), n)
 
         return widest_fitting(order, lambda o: ctx.fits(graph, o), build)

@@ -77,12 +77,20 @@ def makespan_us(graph: Graph, order: Sequence[int], durations_us: Sequence[float
     """The makespan :func:`simulate` gives ``order``, without the rest of its result (lower
     bound, memory, timings): for callers that replay one order under many cost variants
     (:mod:`commopt.sim.robustness`)."""
+    return makespan_and_exposed_us(graph, order, durations_us, compute_slowdown=compute_slowdown)[0]
+
+
+def makespan_and_exposed_us(graph: Graph, order: Sequence[int], durations_us: Sequence[float], *,
+                            compute_slowdown: float = 1.0) -> tuple[float, float]:
+    """The makespan and the exposed communication :func:`simulate` gives ``order``, without
+    the rest of its result: for a pass that only compares an order with another (a full
+    result costs about 5x as much)."""
     order = Schedule.of(graph, order)
     dur = step_durations(graph, durations_us)
     if compute_slowdown != 1.0:
         replay = _Replay(graph, dur, compute_slowdown)
         replay.run(order)
-        return replay.makespan()
+        return replay.makespan(), replay.exposed_total
     return _makespan(graph, order, dur)
 
 
@@ -141,9 +149,10 @@ def collective_mask(graph: Graph) -> np.ndarray:
     return np.frombuffer(_lanes(graph).codes, dtype=np.uint8) == _COLL
 
 
-def _makespan(graph: Graph, order: Schedule, dur: list[float]) -> float:
-    """:meth:`_Replay.makespan` after :meth:`_Replay.run`, with the same arithmetic but none of
-    the bookkeeping (events, exposed time, timings) that the makespan does not depend on."""
+def _makespan(graph: Graph, order: Schedule, dur: list[float]) -> tuple[float, float]:
+    """:meth:`_Replay.makespan` and ``exposed_total`` after :meth:`_Replay.run`, with the same
+    arithmetic but none of the bookkeeping (events, per-collective times) they do not
+    depend on."""
     lanes = _lanes(graph)
     codes, inputs, lane = lanes.codes, lanes.inputs, lanes.lane
     n = len(codes)
@@ -152,6 +161,7 @@ def _makespan(graph: Graph, order: Schedule, dur: list[float]) -> float:
     stream_free: dict[object, float] = {}
     t = 0.0
     comm_end = 0.0
+    exposed = 0.0
     for i in order:
         code = codes[i]
         if code == _PLAIN:  # its inputs are ready by ``t`` (see :data:`_PLAIN`)
@@ -174,12 +184,18 @@ def _makespan(graph: Graph, order: Schedule, dur: list[float]) -> float:
             c = lane[i]
             if c is None or not issued[c]:
                 raise _wait_first(graph.nodes, i)
-            t = end[i] = (ready if ready > t else t) + dur[i]
+            if ready > t:
+                exposed += ready - t
+                t = ready
+            t = end[i] = t + dur[i]
         elif code == _VIEW:
             end[i] = ready if ready > t else t
         else:
-            t = end[i] = (ready if ready > t else t) + dur[i]
-    return max(t, comm_end)
+            if ready > t:  # a value read before its wait
+                exposed += ready - t
+                t = ready
+            t = end[i] = t + dur[i]
+    return max(t, comm_end), exposed
 
 
 class _Replay:
