@@ -18,7 +18,9 @@ error as before.
 
 from __future__ import annotations
 
+import operator
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pydantic_core
@@ -28,12 +30,18 @@ from commopt.io import json_graph as jg
 from commopt.ir.graph import Graph, Node, Ref
 from commopt.json_lines import dumps_line
 
-#: A node name where the writer puts one, without escapes: group 1 the field before it,
-#: group 2 the name.
-_NAME_FIELD = re.compile(r'("(?:name|ref|wait_of|alias_of)": )"([^"\\\x00-\x1f]*)"')
+#: A non-empty string without escapes (the group) after a field ``name``, ``ref``, ``wait_of`` or
+#: ``alias_of`` (where the writer puts node names), from the ``": "`` before it: a search
+#: for that text is faster than one for the fields. It also finds strings after
+#: other fields ending so (``"filename"``): no field of a node, tensor, collective or argument
+#: object, so a prototype takes those only in keyword arguments and attributes, which
+#: stamping copies with the line's string.
+_NAME_VALUE = re.compile(r'": "(?<=(?:name|"ref|t_of|s_of)": ")([^"\\\x00-\x1f]+)"')
 _PLACEHOLDER = '"\\u0000"'  # JSON text of "\x00", which no line holds (no line has an escape)
+_NAME_TAIL = '": ' + _PLACEHOLDER  # what replaces a match of _NAME_VALUE in a template
 _NODES_START = '\n  "nodes": [\n    '
 _NODES_SEP = ",\n    "
+_NAME_START = '{"name": "'
 _DOCUMENT_END = "\n  ]\n}\n"
 
 
@@ -41,7 +49,7 @@ def lined_graph(text: str, file: str | None, name_default: str) -> Graph | None:
     """The graph of a document ``text`` laid out as the writer lays it out, read through
     its node templates; None for any other document or any error (see the module doc)."""
     start = text.find(_NODES_START)
-    if start < 0 or not text.endswith(_DOCUMENT_END) or "\\" in text[start:]:
+    if start < 0 or not text.endswith(_DOCUMENT_END) or text.find("\\", start) >= 0:
         return None
     head = _head(text[:start])
     if head is None:
@@ -82,10 +90,9 @@ def _read(head: dict[str, Any], section: str, lines: list[str], file: str | None
         raise jg._NotPlain
     jg._check_free(head.get("meta"), 2)
     groups = jg._process_groups(head.get("process_groups", ()), file)
-    pieces = _NAME_FIELD.split(section)  # text, field, name, text, field, name, ..., text
-    names_found = pieces[2::3]
-    pieces[2::3] = [_PLACEHOLDER] * len(names_found)
-    templates = "".join(pieces).split(_NODES_SEP)
+    pieces = _NAME_VALUE.split(section)  # text, name, text, name, ..., text
+    names_found = pieces[1::2]
+    templates = _NAME_TAIL.join(pieces[::2]).split(_NODES_SEP)
     del pieces
     if len(templates) != len(lines):
         raise jg._NotPlain
@@ -101,8 +108,8 @@ def _read(head: dict[str, Any], section: str, lines: list[str], file: str | None
     if at != len(names_found) or 0 in counts.values():
         raise jg._NotPlain
     n = len(lines)
-    if not all(ln.startswith('{"name": "') for ln in lines):
-        raise jg._NotPlain  # then a line's first name is its own, placeholder 0 (see _proto)
+    if not section.startswith(_NAME_START) or section.count(_NODES_SEP + _NAME_START) != n - 1:
+        raise jg._NotPlain  # each line starts with its name: placeholder 0 (see _proto)
     names = [names_found[s] for s in starts]
     index_of = dict(zip(names, range(n), strict=True))
     if len(index_of) < n:
@@ -132,8 +139,12 @@ class _Stamper:
         proto_index = dict(self.index_of)
         proto_index.update((f"\x00{i}", n + i) for i in range(most))
         proto_names = jg._Names.of_index(proto_index, self.file)
-        found_index = list(map(self.index_of.__getitem__, names_found))  # KeyError: unknown
+        # a string found where names go that is no node's (None) is fine in a free value,
+        # not where a node is referred to (see _Form.refers)
+        found_index = list(map(self.index_of.get, names_found))
+        unknown = None in found_index
         refs = self.refs
+        ref_of = refs.__getitem__
         forms: dict[str, _Form] = {}
         out = []
         append = out.append
@@ -143,18 +154,24 @@ class _Stamper:
                 form = forms[t] = _Form(self._proto(t, proto_names), n, counts[t])
             s = starts[pos]
             idx = found_index[s:s + form.count]
-            if not form.simple:
+            if unknown and any(idx[j] is None for j in form.refers):
+                raise jg._NotPlain  # parsing words the error
+            one = form.one_input
+            if one is not None:
+                inputs = (idx[one],)
+            elif form.inputs_of is not None:
+                inputs = form.inputs_of(idx)
+            else:
                 append(self._stamp(form, pos, names_found[s:s + form.count], idx))
                 continue
-            proto = form.proto
-            inputs = tuple([idx[j] for j in form.input_slots])
+            kind, op, outputs, collective, wait_of, alias_of, side_effect, rng, duration = form.fields
             append(Node(
-                pos, names_found[s], proto.kind, proto.op,
+                pos, names_found[s], kind, op,
                 tuple(dict.fromkeys(inputs)) if len(inputs) > 1 else inputs,
-                proto.outputs, tuple([refs[i] for i in inputs]), {}, proto.collective,
-                None if form.wait_of is None else idx[form.wait_of],
-                None if form.alias_of is None else idx[form.alias_of],
-                (), proto.side_effect, proto.rng, proto.duration_us, {},
+                outputs, tuple(map(ref_of, inputs)), {}, collective,
+                None if wait_of is None else idx[wait_of],
+                None if alias_of is None else idx[alias_of],
+                (), side_effect, rng, duration, {},
             ))
         return out
 
@@ -220,20 +237,34 @@ class _Stamper:
 
 class _Form:
     """A prototype node and where its placeholders go, for :meth:`_Stamper.nodes`: how many
-    it has, those of its inputs, whether it is *simple* (its inputs all placeholders, its
-    arguments exactly references to them, in order, and no keyword arguments, attributes
-    or mutations: most nodes, stamped without a copy of any value), and the placeholders
-    of ``wait_of`` and ``alias_of``."""
+    it has, and those of ``wait_of`` and ``alias_of``. A *simple* prototype (its inputs all
+    placeholders, its arguments exactly references to them, in order, no keyword arguments,
+    attributes or mutations: most nodes) is stamped without a copy of any value."""
 
     def __init__(self, proto: Node, n: int, count: int) -> None:
         self.proto = proto
         self.count = count
-        self.input_slots = tuple(i - n for i in proto.inputs)
-        self.simple = (all(j >= 0 for j in self.input_slots)
-                       and list(proto.args) == [Ref(n + j) for j in self.input_slots]
-                       and not (proto.kwargs or proto.attrs or proto.mutates))
         self.wait_of = None if proto.wait_of is None else _slot(proto.wait_of, n)
         self.alias_of = None if proto.alias_of is None else _slot(proto.alias_of, n)
+        #: the fields of a simple node that stamping takes as they are or by placeholder
+        self.fields = (proto.kind, proto.op, proto.outputs, proto.collective, self.wait_of,
+                       self.alias_of, proto.side_effect, proto.rng, proto.duration_us)
+        slots = tuple(i - n for i in proto.inputs)
+        #: the placeholders that name a node referred to (the others are free strings)
+        self.refers = [j for j in (*slots, self.wait_of, self.alias_of) if j is not None and j >= 0]
+        simple = (all(j >= 0 for j in slots) and list(proto.args) == [Ref(n + j) for j in slots]
+                  and not (proto.kwargs or proto.attrs or proto.mutates))
+        #: for a simple node of one input, its placeholder; of several or none, its inputs
+        #: (before duplicates are dropped) from the line's indices of its placeholders
+        self.one_input = slots[0] if simple and len(slots) == 1 else None
+        self.inputs_of = _getter(slots) if simple and len(slots) != 1 else None
+
+
+def _getter(slots: tuple[int, ...]) -> Callable[[list[int]], tuple[int, ...]]:
+    """The items at ``slots`` (not one) of a list, as a tuple, without a call per item."""
+    if slots:
+        return operator.itemgetter(*slots)
+    return lambda idx: ()
 
 
 def _slot(index: int, n: int) -> int:

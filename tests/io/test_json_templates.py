@@ -74,8 +74,11 @@ def test_odd_written_documents_give_the_graph_or_error_parsing_gives(seed, tmp_p
     lambda t: t.replace(",\n    ", ", ", 1),  # two nodes on a line
     lambda t: t.replace('\n  "nodes": [', '\n  "nodes":  ['),
     lambda t: t[:-1],  # no final newline
+    lambda t: t.replace('"name": "x"', '"name": ""').replace('"ref": "x"', '"ref": ""'),
 ])
 def test_a_document_not_as_the_writer_writes_it_is_parsed(edit, tmp_path, monkeypatch):
+    """A document laid out otherwise than the writer does, or with an empty name (which
+    parsing refuses), is parsed, as before."""
     text = edit(dumps_document(copy.deepcopy(EVERY_FIELD)))
     assert text != dumps_document(copy.deepcopy(EVERY_FIELD))
     assert lined_graph(text, "g.json", "g") is None
@@ -85,13 +88,19 @@ def test_a_document_not_as_the_writer_writes_it_is_parsed(edit, tmp_path, monkey
     assert lined == parsed
 
 
-def test_names_in_free_values_and_repeated_references_are_stamped_per_node(tmp_path):
+def test_names_in_free_values_and_repeated_references_are_stamped_per_node(tmp_path, monkeypatch):
     doc = copy.deepcopy(EVERY_FIELD)
-    doc["nodes"][1]["attrs"] = {"name": "buf", "nested": [{"ref": "x"}]}
-    doc["nodes"][6]["kwargs"] = {"name": "r", "other": {"ref": "x"}}
+    doc["nodes"][1]["attrs"] = {"name": "buf", "nested": [{"ref": "x"}], "filename": "f.py",
+                                "part_of": "y"}
+    doc["nodes"][6]["kwargs"] = {"name": "r", "other": {"ref": "x"}, "module_name": "m"}
     text = dumps_document(doc)
     graph = lined_graph(text, "g.json", "g")
     assert graph is not None
-    assert graph.nodes[1].attrs == {"name": "buf", "nested": [{"ref": "x"}]}
-    assert graph.nodes[6].kwargs["name"] == "r"
+    assert graph.nodes[1].attrs == {"name": "buf", "nested": [{"ref": "x"}], "filename": "f.py",
+                                    "part_of": "y"}
+    assert graph.nodes[6].kwargs["name"] == "r" and graph.nodes[6].kwargs["module_name"] == "m"
     assert json.loads(text)["nodes"][6]["kwargs"]["other"] == {"ref": "x"}
+    path = tmp_path / "g.json"
+    path.write_text(text)
+    lined, parsed = _both(path, monkeypatch)
+    assert lined == parsed
