@@ -53,16 +53,21 @@ def read_json_file(path: str | Path, *, error: type[CommoptError] = GraphError,
                    check_depth: bool = True) -> Any:
     """Parse a JSON file as commopt reads every JSON input (graphs, groups, baselines,
     profiles): errors are one ``error`` naming the file (see :func:`parse_json_text`)."""
+    return parse_json_bytes(_file_bytes(path, error), file=str(path), error=error,
+                            check_depth=check_depth)
+
+
+def _file_bytes(path: str | Path, error: type[CommoptError]) -> bytes:
+    """The bytes of file ``path``; one ``error`` naming it when it cannot be read."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise error("no such file", file=str(path)) from None
     except IsADirectoryError:
         raise error("is a directory, expected a JSON file", file=str(path)) from None
     except OSError as exc:
         raise error(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
-    return parse_json_bytes(data, file=str(path), error=error, check_depth=check_depth)
 
 
 def parse_json_bytes(data: bytes, *, file: str | None = None,
@@ -191,10 +196,20 @@ def _path_to(raw: Any, target: Any) -> str:
 
 
 def load_json_graph(path: str | Path) -> Graph:
-    """Load a commopt JSON graph file into a :class:`Graph`."""
+    """Load a commopt JSON graph file into a :class:`Graph`. A file as commopt writes them is
+    read through its node templates (:mod:`commopt.io.json_templates`), any other parsed."""
+    from commopt.io.json_templates import lined_graph
+
     path = Path(path)
     with collector_paused():
-        raw = read_json_file(path, check_depth=False)  # graph_from_document checks what it must
+        data = _file_bytes(path, GraphError)
+        try:
+            graph = lined_graph(data.decode("utf-8"), str(path), path.stem)
+        except UnicodeDecodeError:
+            graph = None
+        if graph is not None:
+            return graph
+        raw = parse_json_bytes(data, file=str(path), check_depth=False)  # see graph_from_document
         return graph_from_document(raw, file=str(path), name_default=path.stem)
 
 
@@ -495,6 +510,18 @@ class _Names:
         self.error: GraphError | None = None
         if len(self.index_of) < len(names):
             self.fail(_duplicate_error(names, file))
+
+    @classmethod
+    def of_index(cls, index_of: dict[str, int], file: str | None) -> _Names:
+        """Names already indexed (``index_of``, each index below ``len(index_of)``), without
+        their nodes' objects: an unknown name is then an error without its node's name."""
+        names = cls.__new__(cls)
+        names.index_of = index_of
+        names.raw_nodes = [{"name": None}] * len(index_of)
+        names.file = file
+        names._refs = [None] * len(index_of)
+        names.error = None
+        return names
 
     def fail(self, error: GraphError) -> None:
         """Keep ``error`` unless an earlier one is kept: reading goes on, to check the rest."""
