@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from bench.util import table
-from commopt.forked import FORK_MIN_NODES
+from commopt.forked import FORK_MIN_NODES, default_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -256,7 +256,7 @@ def run(quick: bool) -> str:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         rows = [row for n in sizes
-                for row in _measure(n, Path(tmp), env, (1, 2) if n == 100_000 else (1,))]
+                for row in _measure(n, Path(tmp), env, (1, 2) if n == 100_000 else (default_jobs(),))]
         host = _host_rows(Path(tmp), env)
     whole, shares, files, runner = [], [], [], []
     for r in rows:
@@ -287,7 +287,8 @@ def run(quick: bool) -> str:
         "## The whole optimize command at scale\n",
         "`python -m commopt -v optimize GRAPH -o OUT` in a subprocess on synthetic FSDP JSON "
         "graphs (`commopt.synth.graph_with_nodes`, analytical estimator, default pipeline, "
-        "every output written), at 100k nodes also with `--jobs 2` (from "
+        "every output written), with the command's default `--jobs` (one per core the "
+        "process may use, at most 2), at 100k nodes with both `--jobs 1` and `--jobs 2` (from "
         f"{FORK_MIN_NODES:,} nodes, forked children render the trace and the HTML report on "
         "the other core). Wall and CPU (user + system, forked children included) seconds of "
         "the process; the main process's own peak resident memory (`VmHWM`, read by the "
