@@ -238,10 +238,11 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
     with progress.stage("write graph"):
         written.append(save_graph(g, out / outputs.graph_file, list(result.order)))
     if outputs.plan is not None:
-        written.append(save_plan(outputs.plan, out / PLAN_FILE))
+        with progress.stage("write buffer plan"):
+            written.append(save_plan(outputs.plan, out / PLAN_FILE))
     if outputs.runner_name is not None:
         path = out / outputs.runner_name
-        with atomic.atomic_path(path) as tmp:
+        with progress.stage("write runner"), atomic.atomic_path(path) as tmp:
             tmp.write_text(outputs.runner_source, encoding="utf-8")
             tmp.chmod(0o755)
         written.append(path)
@@ -254,14 +255,15 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
                 else:
                     atomic.write_from(out / name, job.file())
             written += [out / REPORT_HTML, out / TRACE_FILE]
-    summary_path = out / SUMMARY_FILE
-    atomic.write_text(summary_path, outputs.summary.model_dump_json(indent=2) + "\n")
-    written.append(summary_path)
-    manifest_path = out / MANIFEST_FILE
-    with atomic.write_errors(manifest_path):
-        manifest = build_manifest(written)
-    atomic.write_text(manifest_path, manifest.model_dump_json(indent=2) + "\n")
-    written.append(manifest_path)
+    with progress.stage("write summary and manifest"):
+        summary_path = out / SUMMARY_FILE
+        atomic.write_text(summary_path, outputs.summary.model_dump_json(indent=2) + "\n")
+        written.append(summary_path)
+        manifest_path = out / MANIFEST_FILE
+        with atomic.write_errors(manifest_path):
+            manifest = build_manifest(written)
+        atomic.write_text(manifest_path, manifest.model_dump_json(indent=2) + "\n")
+        written.append(manifest_path)
     for name in (PREVIOUS_MANIFEST_FILE, PENDING_FILE):
         with atomic.write_errors(out / name), contextlib.suppress(FileNotFoundError):
             (out / name).unlink()
