@@ -29,16 +29,18 @@ import time
 from pathlib import Path
 
 from bench.util import table
-from commopt.forked import FORK_MIN_NODES
+from commopt.forked import FORK_MIN_NODES, default_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The stages the optimize command reports, in the order it runs them, and their column name.
-STAGES = [("load", "load"), ("estimate", "estimate"), ("passes", "passes"),
+STAGES = [("load", "load"), ("estimate", "estimate"), ("footprint budget", "budget"),
+          ("passes", "passes"), ("summary", "summary"),
           ("plan buffers", "plan"), ("generate runner", "runner"), ("build report", "report"),
           ("trace and original-order plan", "trace"), ("wait for the forked trace", "wait"),
           ("render report.html", "html"), ("write graph", "write graph"),
-          ("write reports", "write reports")]
+          ("write buffer plan", "write plan"), ("write runner", "write runner"),
+          ("write reports", "write reports"), ("write summary", "write summary")]
 _STAGE_LINE = re.compile(r"^(?P<name>[^:\n]+): (?P<seconds>\d+\.\d+) s$", re.M)
 
 
@@ -256,7 +258,7 @@ def run(quick: bool) -> str:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         rows = [row for n in sizes
-                for row in _measure(n, Path(tmp), env, (1, 2) if n == 100_000 else (1,))]
+                for row in _measure(n, Path(tmp), env, (1, 2) if n == 100_000 else (default_jobs(),))]
         host = _host_rows(Path(tmp), env)
     whole, shares, files, runner = [], [], [], []
     for r in rows:
@@ -287,7 +289,8 @@ def run(quick: bool) -> str:
         "## The whole optimize command at scale\n",
         "`python -m commopt -v optimize GRAPH -o OUT` in a subprocess on synthetic FSDP JSON "
         "graphs (`commopt.synth.graph_with_nodes`, analytical estimator, default pipeline, "
-        "every output written), at 100k nodes also with `--jobs 2` (from "
+        "every output written), with the command's default `--jobs` (one per core the "
+        "process may use, at most 2), at 100k nodes with both `--jobs 1` and `--jobs 2` (from "
         f"{FORK_MIN_NODES:,} nodes, forked children render the trace and the HTML report on "
         "the other core). Wall and CPU (user + system, forked children included) seconds of "
         "the process; the main process's own peak resident memory (`VmHWM`, read by the "
@@ -301,8 +304,11 @@ def run(quick: bool) -> str:
         + "\n",
         table(["nodes", "jobs", "wall s", "CPU s", "peak RSS MiB", "peak PSS MiB, all processes",
                "result"], whole),
-        "\nEach stage's share of the wall time (the stage lines of `-v`; other: interpreter "
-        "start, imports, the footprint budget, robustness, summary and manifest). With `--jobs 2`, trace: starting the forked child that renders the trace and packs "
+        "\nEach stage's share of the wall time (the stage lines of `-v`; budget: the original "
+        "order's footprint the passes keep to; summary: robustness scenarios and the result's "
+        "footprint; write summary: summary.json and the manifest, which hashes every file; "
+        "other: interpreter start, imports and the certificate). With `--jobs 2`, trace: "
+        "starting the forked child that renders the trace and packs "
         "the original order's buffers beside the plan and the runner; wait: waiting for it; "
         "html: starting the child that renders report.html while the files are written; write "
         "reports: copying both into place. With one process, plan includes the original "

@@ -64,10 +64,11 @@ from commopt.cli.progress import stage_progress
                    "program allows].")
 @click.option("--no-timings", is_flag=True,
               help="Leave wall times out of summary.json so re-runs are byte-identical.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Processes writing the outputs. With 2, a graph of 20,000 nodes or more has "
                    "its trace and HTML report rendered on another core: faster, and about a "
-                   "fifth more memory (the child copies the pages it reads). Same files.")
+                   "fifth more memory (the child copies the pages it reads). Same files either "
+                   "way [default: the cores this process may use, at most 2].")
 @estimator_options
 @group_options
 @format_option
@@ -78,13 +79,14 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
                  align: int | None, comm_buffers: str | None,
                  persistent_params: str | None, force: bool, solver: str | None, time_limit_s: float | None,
                  assume: tuple[str, ...],
-                 no_timings: bool, jobs: int,
+                 no_timings: bool, jobs: int | None,
                  groups_file: str | None, mesh: str | None, world_size: int | None, fmt: str, **estimator_values) -> None:
     """Reorder GRAPH so communication overlaps with compute and write, into OUTPUT: the
     reordered graph (same format), buffer_plan.json, run_NAME.py, report.html, trace.json,
     summary.json and, last, manifest.json (each file's size and SHA-256: the set is complete
     when it is there)."""
     from commopt.api import optimize
+    from commopt.forked import default_jobs
     from commopt.sim.memory import DEFAULT_MAX_MEMORY_INCREASE
 
     cfg = app.config.with_overrides({
@@ -118,7 +120,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             assume=list(assume),
             timings=not no_timings,
             force=force,
-            jobs=jobs,
+            jobs=default_jobs() if jobs is None else jobs,
             progress=progress,
         )
     s = result.summary

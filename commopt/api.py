@@ -210,8 +210,10 @@ def optimize(
     if memory_accounting not in ("footprint", "live-tensors"):
         raise OptionError(f"memory_accounting must be 'footprint' or 'live-tensors', not "
                           f"{memory_accounting!r}", field="memory_accounting")
-    footprint_budget = (_footprint_budget(g, max_memory_increase, output_options)
-                        if memory_accounting == "footprint" else None)
+    footprint_budget = None
+    if memory_accounting == "footprint":
+        with progress.stage("footprint budget"):
+            footprint_budget = _footprint_budget(g, max_memory_increase, output_options)
 
     def context(graph: Graph) -> PassContext:
         return PassContext.for_graph(graph, durs, max_memory_increase=max_memory_increase,
@@ -273,10 +275,17 @@ def optimize(
     from commopt.gate import graph_identity
 
     certificate = certify(final, solver_run)
+    with progress.stage("summary (robustness, footprint)"):
+        robustness = robustness_summary(g, g.original_order, pipeline.order, durs,
+                                        pipeline.initial.makespan_us, pipeline.final.makespan_us,
+                                        after_graph=g_out, after_durations_us=durs_out,
+                                        compute_slowdown=compute_slowdown) if colls else None
+        footprint = footprint_summary(g_out, pipeline.order, footprint_budget, notes) if colls else None
+        graph_digest = graph_identity(g)
 
     summary = Summary(
         graph=g.name,
-        graph_digest=graph_identity(g),
+        graph_digest=graph_digest,
         input=Path(g.source_path).name if g.source_path else None,
         output=stem + graph_suffix(g),
         nodes=len(g),
@@ -295,13 +304,9 @@ def optimize(
                             changed=r.changed, note=r.note) for r in pipeline.records],
         before=_numbers(pipeline.initial),
         after=_numbers(final),
-        robustness=robustness_summary(g, g.original_order, pipeline.order, durs,
-                                      pipeline.initial.makespan_us,
-                                      pipeline.final.makespan_us,
-                                      after_graph=g_out, after_durations_us=durs_out,
-                                      compute_slowdown=compute_slowdown) if colls else None,
+        robustness=robustness,
         memory_accounting=memory_accounting,
-        footprint=footprint_summary(g_out, pipeline.order, footprint_budget, notes) if colls else None,
+        footprint=footprint,
         bucketing=bucketing_summary(g, pipeline.changes),
         lower_bound_us=certificate.lower_bound_us,
         makespan_over_lower_bound=1.0 + certificate.gap_to_optimal,

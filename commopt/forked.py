@@ -9,9 +9,10 @@ prints nothing and reports back one small message (its result, or the exception 
 The parent copies the rendered bytes to their final place with the rest of the output set,
 in the same order and with the same crash safety as if it had rendered them itself.
 
-It is asked for (``commopt optimize --jobs 2``): a child copies every memory page holding an
-object it reads (CPython writes reference counts into them), so at 100k nodes the command
-uses about a fifth more memory for a sixth less wall time (BENCHMARKS.md). Where ``os.fork``
+It is asked for with ``jobs`` >= 2 (``commopt optimize`` asks for it by default where this
+process may use two cores or more, :func:`default_jobs`): a child copies every memory page
+holding an object it reads (CPython writes reference counts into them), so at 100k nodes the
+command uses about a fifth more memory for a sixth less wall time (BENCHMARKS.md). Where ``os.fork``
 does not exist, or on a graph too small to gain from it, the work runs in this process when
 started, so the files are the same either way.
 """
@@ -31,6 +32,24 @@ from typing import IO, Any
 #: Below this many nodes an output is rendered in this process: forking (tens of
 #: milliseconds for a large address space) would cost more than it saves.
 FORK_MIN_NODES = 20_000
+
+#: The most processes the output set keeps busy at once: this one and one rendering child.
+MAX_USEFUL_JOBS = 2
+
+
+def available_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the system tells it (a
+    container or ``taskset`` limits it), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity call on this system (e.g. macOS)
+        return os.cpu_count() or 1
+
+
+def default_jobs() -> int:
+    """The ``jobs`` a command uses when not told: one per core it may use, at most
+    :data:`MAX_USEFUL_JOBS` (more would wait), so one core means no forked child."""
+    return max(1, min(MAX_USEFUL_JOBS, available_cores()))
 
 
 def worth_forking(nodes: int, jobs: int) -> bool:

@@ -35,6 +35,7 @@ from commopt.schemas.manifest import Manifest, ManifestFile
 
 if TYPE_CHECKING:
     from commopt.forked import RenderJob
+    from commopt.schemas.buffer_plan import BufferPlan
     from commopt.schemas.report import OverlapReport
 
 #: A file path as the functions here take it.
@@ -126,6 +127,10 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
         with progress.stage("plan buffers"):
             plan = plan_buffers(g, order, align=align, collective_types=options.comm_buffers,
                                 persistent_params=options.persistent_params)
+        if rendering:  # the plan file is rendered while the runner is generated
+            with progress.stage("render buffer_plan.json (forked)"):
+                rendering[PLAN_FILE] = RenderJob(
+                    lambda fh: _render_plan(plan, fh, output_dir / PLAN_FILE), output_dir, fork=True)
         notes = list(result.summary.notes)
         with progress.stage("generate runner"):
             runner_name, runner_source, note, predicted = _runner(g, order, plan)
@@ -238,10 +243,16 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
     with progress.stage("write graph"):
         written.append(save_graph(g, out / outputs.graph_file, list(result.order)))
     if outputs.plan is not None:
-        written.append(save_plan(outputs.plan, out / PLAN_FILE))
+        with progress.stage("write buffer plan"):
+            job = (rendered or {}).get(PLAN_FILE)
+            if job is None:
+                save_plan(outputs.plan, out / PLAN_FILE)
+            else:
+                atomic.write_from(out / PLAN_FILE, job.file())
+            written.append(out / PLAN_FILE)
     if outputs.runner_name is not None:
         path = out / outputs.runner_name
-        with atomic.atomic_path(path) as tmp:
+        with progress.stage("write runner"), atomic.atomic_path(path) as tmp:
             tmp.write_text(outputs.runner_source, encoding="utf-8")
             tmp.chmod(0o755)
         written.append(path)
@@ -254,18 +265,29 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
                 else:
                     atomic.write_from(out / name, job.file())
             written += [out / REPORT_HTML, out / TRACE_FILE]
-    summary_path = out / SUMMARY_FILE
-    atomic.write_text(summary_path, outputs.summary.model_dump_json(indent=2) + "\n")
-    written.append(summary_path)
-    manifest_path = out / MANIFEST_FILE
-    with atomic.write_errors(manifest_path):
-        manifest = build_manifest(written)
-    atomic.write_text(manifest_path, manifest.model_dump_json(indent=2) + "\n")
-    written.append(manifest_path)
+    with progress.stage("write summary and manifest"):
+        summary_path = out / SUMMARY_FILE
+        atomic.write_text(summary_path, outputs.summary.model_dump_json(indent=2) + "\n")
+        written.append(summary_path)
+        manifest_path = out / MANIFEST_FILE
+        with atomic.write_errors(manifest_path):
+            manifest = build_manifest(written)
+        atomic.write_text(manifest_path, manifest.model_dump_json(indent=2) + "\n")
+        written.append(manifest_path)
     for name in (PREVIOUS_MANIFEST_FILE, PENDING_FILE):
         with atomic.write_errors(out / name), contextlib.suppress(FileNotFoundError):
             (out / name).unlink()
     return tuple(written)
+
+
+def _render_plan(plan: BufferPlan, fh: IO[bytes], path: Path) -> None:
+    """``buffer_plan.json`` of ``plan`` written into the open binary file ``fh``, as
+    :func:`commopt.buffers.save_plan` writes it to ``path``."""
+    from commopt import atomic
+    from commopt.buffers.planfile import plan_chunks
+
+    with atomic.write_errors(path):
+        fh.writelines(chunk.encode("utf-8") for chunk in plan_chunks(plan))
 
 
 def _render_html(report: OverlapReport, fh: IO[bytes], path: Path) -> None:

@@ -13,7 +13,7 @@ import heapq
 import random
 
 from commopt.ir.builder import GraphBuilder
-from commopt.ir.graph import Graph
+from commopt.ir.graph import Graph, Ref
 
 
 def fsdp_tp_stack(
@@ -79,9 +79,11 @@ def fsdp_tp_stack(
         a_in, wv = acts[layer]
         g = grad
         for k in range(extra_elementwise):
-            g = b.compute(f"bwd_ew{layer}_{k}", "aten.mul.Tensor", [g, a_in] if k == 0 else [g],
-                          (tokens, hidden), dtype)
-        gt = b.view(f"bwd_gT{layer}", g, (hidden, tokens), op="aten.t.default")
+            if k == 0:  # the activation's gradient, then elementwise steps of one input
+                g = b.compute(f"bwd_ew{layer}_{k}", "aten.mul.Tensor", [g, a_in], (tokens, hidden), dtype)
+            else:
+                g = b.compute(f"bwd_ew{layer}_{k}", "aten.relu.default", [g], (tokens, hidden), dtype)
+        gt = b.view(f"bwd_gT{layer}", g, (hidden, tokens), op="aten.t.default", args=[Ref(g)])
         gw = b.compute(f"bwd_wgrad{layer}", "aten.mm.default", [gt, a_in], (hidden, hidden // tp), dtype)
         rs = b.collective(f"rs{layer}", "reduce_scatter", "dp", gw)
         gshard = b.wait(f"rs{layer}_wait", rs)

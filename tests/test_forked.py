@@ -6,6 +6,7 @@ import signal
 
 import pytest
 
+from commopt import forked
 from commopt.errors import OutputError
 from commopt.forked import RenderJob, worth_forking
 
@@ -89,6 +90,18 @@ def test_only_asked_for_and_only_on_large_graphs():
     assert not worth_forking(10**6, jobs=1)
     assert not worth_forking(1_000, jobs=2)
     assert worth_forking(10**6, jobs=2)
+
+
+@pytest.mark.parametrize(("cores", "jobs"), [(1, 1), (2, 2), (64, 2)])
+def test_default_jobs_is_one_per_core_up_to_two(monkeypatch, cores, jobs):
+    monkeypatch.setattr(forked, "available_cores", lambda: cores)
+    assert forked.default_jobs() == jobs
+
+
+def test_available_cores_follows_the_affinity():
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity on this system")
+    assert forked.available_cores() == len(os.sched_getaffinity(0))
 
 
 def test_a_refused_fork_renders_in_process(tmp_path, monkeypatch):

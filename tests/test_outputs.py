@@ -15,7 +15,7 @@ import commopt
 from commopt.atomic import FAULT_ENV, is_temp_file
 from commopt.errors import OutputError
 from commopt.ir.builder import GraphBuilder
-from commopt.outputs import MANIFEST_FILE, PENDING_FILE, incomplete_files, read_manifest
+from commopt.outputs import MANIFEST_FILE, PENDING_FILE, PLAN_FILE, incomplete_files, read_manifest
 from commopt.schemas.manifest import Manifest
 from commopt.synth import fsdp_tp_stack
 
@@ -212,9 +212,10 @@ def test_a_first_run_killed_before_its_manifest_needs_no_force_to_finish(tmp_pat
     assert incomplete_files(out) == [] and not (out / PENDING_FILE).exists()
 
 
-def test_a_trace_rendered_by_a_forked_child_is_the_same_file(tmp_path, monkeypatch):
-    """Large graphs render trace.json in a forked child (commopt.forked): every file of the set
-    is byte for byte the one rendered in process, on a real-model graph."""
+def test_files_rendered_by_forked_children_are_the_same_files(tmp_path, monkeypatch):
+    """Large graphs render trace.json, buffer_plan.json and report.html in forked children
+    (commopt.forked): every file of the set is byte for byte the one rendered in process, on a
+    real-model graph."""
     from tests.corpus.graphs import CORPUS
 
     graph = CORPUS / "ws8" / "llama_fsdp.pt2"
@@ -238,4 +239,19 @@ def test_a_forked_render_that_fails_leaves_no_manifest_and_no_trace(tmp_path, mo
     with pytest.raises(OutputError, match=r"trace.json: cannot write: No space left on device"):
         commopt.optimize(_small("small"), output_dir=tmp_path, timings=False, jobs=2)
     assert not (tmp_path / "trace.json").exists() and not (tmp_path / MANIFEST_FILE).exists()
+    assert not any(is_temp_file(p.name) for p in tmp_path.iterdir())
+
+
+def test_a_forked_plan_render_that_fails_leaves_no_plan_and_no_manifest(tmp_path, monkeypatch):
+    from commopt.buffers import planfile
+
+    def broken(plan):
+        yield "{"
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
+    monkeypatch.setattr(planfile, "plan_chunks", broken)
+    with pytest.raises(OutputError, match=r"buffer_plan.json: cannot write: No space left on device"):
+        commopt.optimize(_small("small"), output_dir=tmp_path, timings=False, jobs=2)
+    assert not (tmp_path / PLAN_FILE).exists() and not (tmp_path / MANIFEST_FILE).exists()
     assert not any(is_temp_file(p.name) for p in tmp_path.iterdir())

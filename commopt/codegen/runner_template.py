@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import hashlib
 import json
 import operator
@@ -18,6 +20,12 @@ from types import SimpleNamespace
 
 import torch
 import torch.distributed as dist
+
+# The tables below are plain lists: no cycles for the cyclic collector to find, which would
+# otherwise walk the growing tables again and again while they are parsed (a third of the
+# import time of a 100k-node graph's runner). It resumes after STEPS.
+_COLLECTOR_WAS_ON = gc.isenabled()
+gc.disable()
 
 # ====================================================================== graph data
 # @@GRAPH DATA@@
@@ -441,6 +449,8 @@ OPTIMIZED_ORDER = json.loads(r'''[
     0, 1, 2
 ]''')
 # @@END STEPS@@
+if _COLLECTOR_WAS_ON:
+    gc.enable()
 
 # ====================================================================== the step program
 # build_program turns STEPS, for one order, into a flat list of entries
@@ -554,9 +564,30 @@ def has_reference(value) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def collector_paused():
+    """The cyclic garbage collector off while set-up builds long-lived objects: it would walk
+    them again and again (about half the build time at 100k nodes). Not frozen after: an
+    object frozen in a cycle would never be freed, and a process group kept alive to the
+    interpreter's exit makes gloo abort."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 def build_program(rt, order, on_arenas: bool) -> Program:
     """``order`` (node indices) of STEPS as a program: on the arenas (the optimized order's
     buffers, copies and zero-copy producers) or on fresh tensors (the reference)."""
+    with collector_paused():
+        return _build_program(rt, order, on_arenas)
+
+
+def _build_program(rt, order, on_arenas: bool) -> Program:
+    """:func:`build_program` with the collector paused."""
     program = Program(rt, on_arenas)
     for i in order:
         record = STEPS[i]
