@@ -227,31 +227,19 @@ def test_files_rendered_by_forked_children_are_the_same_files(tmp_path, monkeypa
     assert forked.outputs.report == in_process.outputs.report
 
 
-def test_a_forked_render_that_fails_leaves_no_manifest_and_no_trace(tmp_path, monkeypatch):
-    from commopt.report import trace
-
-    def broken(report):
+@pytest.mark.parametrize(("module", "renderer", "name"), [
+    ("commopt.report.trace", "trace_chunks", "trace.json"),
+    ("commopt.buffers.planfile", "plan_chunks", PLAN_FILE),
+])
+def test_a_forked_render_that_fails_leaves_no_file_and_no_manifest(tmp_path, monkeypatch, module,
+                                                                    renderer, name):
+    def broken(_):
         yield "{"
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
-    monkeypatch.setattr(trace, "trace_chunks", broken)
-    with pytest.raises(OutputError, match=r"trace.json: cannot write: No space left on device"):
+    monkeypatch.setattr(f"{module}.{renderer}", broken)
+    with pytest.raises(OutputError, match=rf"{name}: cannot write: No space left on device"):
         commopt.optimize(_small("small"), output_dir=tmp_path, timings=False, jobs=2)
-    assert not (tmp_path / "trace.json").exists() and not (tmp_path / MANIFEST_FILE).exists()
-    assert not any(is_temp_file(p.name) for p in tmp_path.iterdir())
-
-
-def test_a_forked_plan_render_that_fails_leaves_no_plan_and_no_manifest(tmp_path, monkeypatch):
-    from commopt.buffers import planfile
-
-    def broken(plan):
-        yield "{"
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
-    monkeypatch.setattr(planfile, "plan_chunks", broken)
-    with pytest.raises(OutputError, match=r"buffer_plan.json: cannot write: No space left on device"):
-        commopt.optimize(_small("small"), output_dir=tmp_path, timings=False, jobs=2)
-    assert not (tmp_path / PLAN_FILE).exists() and not (tmp_path / MANIFEST_FILE).exists()
+    assert not (tmp_path / name).exists() and not (tmp_path / MANIFEST_FILE).exists()
     assert not any(is_temp_file(p.name) for p in tmp_path.iterdir())
