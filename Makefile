@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 # CPU build of torch for these machines; pyproject.toml stays permissive (torch>=2.6).
 TORCH_PIN := torch==2.13.0
+# the linter CI runs: a new ruff release can add rules, so it is pinned like torch
+RUFF_PIN := ruff==0.17.6
 # The samples trace transformers' Llama code: another version traces another graph.
 TRANSFORMERS_PIN := transformers==5.24.0
 # Llama-3-8B, 32 layers, FSDP(dp=8) x TP+SP(tp=8) at 64 ranks, full activation checkpointing:
@@ -19,7 +21,7 @@ $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_PIN)
-	$(BIN)/pip install -q numpy ruff
+	$(BIN)/pip install -q numpy $(RUFF_PIN)
 	$(BIN)/pip install -q -e '.[test,exact]'
 	touch $(STAMP)
 

@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 STAGES = [("load", "load"), ("estimate", "estimate"), ("footprint budget", "budget"),
           ("passes", "passes"), ("summary", "summary"),
           ("plan buffers", "plan"), ("generate runner", "runner"), ("build report", "report"),
-          ("trace and original-order plan", "trace"), ("wait for the forked trace", "wait"),
+          ("render trace.json", "trace"), ("render buffer_plan.json", "render plan"),
+          ("wait for the forked runner", "wait"),
           ("render report.html", "html"), ("write graph", "write graph"),
           ("write buffer plan", "write plan"), ("write runner", "write runner"),
           ("write reports", "write reports"), ("write summary", "write summary")]
@@ -261,6 +262,7 @@ def run(quick: bool) -> str:
                 for row in _measure(n, Path(tmp), env, (1, 2) if n == 100_000 else (default_jobs(),))]
         host = _host_rows(Path(tmp), env)
     whole, shares, files, runner = [], [], [], []
+    sized = set()  # one row per graph size in the files and runner tables: the same files either way
     for r in rows:
         stages = r["stages"]
         covered = sum(stages.values())
@@ -278,21 +280,25 @@ def run(quick: bool) -> str:
                     else "graph")
             if kind is not None:
                 by_kind[kind] = size
-        if r["jobs"] == 1:  # the same files either way
-            files.append([r["nodes"], *(_mb(v) for v in by_kind.values())])
+        if r["nodes"] in sized:
+            continue
+        sized.add(r["nodes"])
+        files.append([r["nodes"], *(_mb(v) for v in by_kind.values())])
         per_node = f"{by_kind['runner'] / r['nodes']:.0f}" if isinstance(by_kind["runner"], int) else "-"
-        if r["jobs"] == 1:
-            runner.append([r["nodes"], f"{stages.get('runner', 0.0):.2f}", _mb(by_kind["runner"]), per_node,
-                           f"{r['import']:.2f}" if isinstance(r.get("import"), float)
-                           else r.get("import", "-")])
+        forked_runner = r["jobs"] >= 2 and r["nodes"] >= FORK_MIN_NODES
+        runner.append([r["nodes"], "forked" if forked_runner else f"{stages.get('runner', 0.0):.2f}",
+                       _mb(by_kind["runner"]), per_node,
+                       f"{r['import']:.2f}" if isinstance(r.get("import"), float)
+                       else r.get("import", "-")])
     parts = [
         "## The whole optimize command at scale\n",
         "`python -m commopt -v optimize GRAPH -o OUT` in a subprocess on synthetic FSDP JSON "
         "graphs (`commopt.synth.graph_with_nodes`, analytical estimator, default pipeline, "
         "every output written), with the command's default `--jobs` (one per core the "
         "process may use, at most 2), at 100k nodes with both `--jobs 1` and `--jobs 2` (from "
-        f"{FORK_MIN_NODES:,} nodes, forked children render the trace and the HTML report on "
-        "the other core). Wall and CPU (user + system, forked children included) seconds of "
+        f"{FORK_MIN_NODES:,} nodes, forked children on the other core run the input order's "
+        "robustness scenarios and buffer packing beside the passes, generate the runner and "
+        "render the trace). Wall and CPU (user + system, forked children included) seconds of "
         "the process; the main process's own peak resident memory (`VmHWM`, read by the "
         "process at exit: `wait4`'s figure would start at this benchmark's own peak); and the "
         "peak of the memory the command uses in all its processes: a forked child shares the "
@@ -307,16 +313,17 @@ def run(quick: bool) -> str:
         "\nEach stage's share of the wall time (the stage lines of `-v`; budget: the original "
         "order's footprint the passes keep to; summary: robustness scenarios and the result's "
         "footprint; write summary: summary.json and the manifest, which hashes every file; "
-        "other: interpreter start, imports and the certificate). With `--jobs 2`, trace: "
-        "starting the forked child that renders the trace and packs "
-        "the original order's buffers beside the plan and the runner; wait: waiting for it; "
-        "html: starting the child that renders report.html while the files are written; write "
-        "reports: copying both into place. With one process, plan includes the original "
-        "order's packing and write reports the rendering of both files.\n",
+        "other: interpreter start, imports, the certificate and the exit). With `--jobs 2` "
+        "the runner's stage starts its forked child (report, trace: starting a second child "
+        "that renders trace.json, and render plan run meanwhile), wait: waiting for the "
+        "runner's child; html: rendering report.html; write reports: copying both into place. "
+        "With one process, plan includes the original order's packing and write reports the "
+        "rendering of both files.\n",
         table(["nodes", "jobs", *(c for _, c in STAGES), "other"], shares),
         "\nEach output's size in MB.\n",
         table(["nodes", "graph", "plan", "runner", "report.html", "trace.json", "summary"], files),
-        "\nThe runner: generating it (its stage), its size (and bytes per node: the step table "
+        "\nThe runner: generating it (its stage; \"forked\" where a child generated it beside "
+        "other work), its size (and bytes per node: the step table "
         "holds one record per node, the code is fixed), and importing it in a fresh "
         "interpreter (compile and module body, torch already imported), in seconds.\n",
         table(["nodes", "generate s", "script MB", "bytes / node", "import s"], runner),

@@ -65,10 +65,11 @@ from commopt.cli.progress import stage_progress
 @click.option("--no-timings", is_flag=True,
               help="Leave wall times out of summary.json so re-runs are byte-identical.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Processes writing the outputs. With 2, a graph of 20,000 nodes or more has "
-                   "its trace and HTML report rendered on another core: faster, and about a "
-                   "fifth more memory (the child copies the pages it reads). Same files either "
-                   "way [default: the cores this process may use, at most 2].")
+              help="Processes doing the work. With 2, a graph of 20,000 nodes or more has its "
+                   "runner, its trace and the input order's scenarios and buffer packing "
+                   "computed on another core: faster, and more memory (a child copies the "
+                   "pages it reads). Same files either way [default: the cores this process "
+                   "may use, at most 2].")
 @estimator_options
 @group_options
 @format_option

@@ -130,9 +130,11 @@ def optimize(
     notes next to every number: ``assume`` sets them (``{"u2": 40}`` or ``["u2=40", "*=16"]``;
     ``"*"`` every symbol not named), and the summary simulates both orders again with every
     such size at each of ``size_scales`` x its assumed value.
-    ``jobs``: processes that may write the outputs; with 2 or more, a large graph's trace and
-    HTML report are rendered by forked children on another core (:mod:`commopt.forked`:
-    faster, and more memory, since a child copies the pages it reads).
+    ``jobs``: processes that may do the work; with 2 or more, on a large graph, a forked
+    child simulates the input order's robustness scenarios (and packs its buffers) while the
+    passes run, and others generate the runner and render the trace while this process
+    builds the rest (:mod:`commopt.forked`: faster, and more memory, since a child copies the
+    pages it reads). The result is the same either way.
     ``progress`` hears about each stage (load, estimate, each pass, ...).
     """
     from commopt.buffers.persistent import find_persistent_params
@@ -224,113 +226,178 @@ def optimize(
                                      not_one_program=not_one_program(graph, estimator_name),
                                      compute_slowdown=compute_slowdown)
 
-    ctx = context(g)
-    colls = g.collectives()
-    other_run: list[PassTiming] = []  # the passes' second run, with or without group order
-    if colls:
-        with progress.stage("passes " + ",".join(names)):
-            pipeline = PassManager(pipeline_passes).run(g, g.original_order, ctx)
-        if not g.group_order:  # keeping each group's order is one of the free orders
-            free = g
-            with progress.stage("passes " + ",".join(names) + " (each group's order kept)"):
-                g, pipeline, other = _group_order_kept(g, pipeline, PassManager(pipeline_passes),
-                                                       context, notes)
-            other_run = [PassTiming(name=f"{r.name} (run not kept)", seconds=round(r.seconds, 6))
-                         for r in (other.records if other is not None else ())]
-            if g is not free:
-                ctx = context(g)
-    else:
-        from commopt.sim import simulate
+    beside = _original_order_beside(g, durs, output_options, compute_slowdown, jobs,
+                                    output_dir is not None)
+    try:
+        ctx = context(g)
+        colls = g.collectives()
+        other_run: list[PassTiming] = []  # the passes' second run, with or without group order
+        if colls:
+            with progress.stage("passes " + ",".join(names)):
+                pipeline = PassManager(pipeline_passes).run(g, g.original_order, ctx)
+            if not g.group_order:  # keeping each group's order is one of the free orders
+                free = g
+                with progress.stage("passes " + ",".join(names) + " (each group's order kept)"):
+                    g, pipeline, other = _group_order_kept(g, pipeline, PassManager(pipeline_passes),
+                                                           context, notes)
+                other_run = [PassTiming(name=f"{r.name} (run not kept)", seconds=round(r.seconds, 6))
+                             for r in (other.records if other is not None else ())]
+                if g is not free:
+                    ctx = context(g)
+        else:
+            from commopt.sim import simulate
 
-        sim = simulate(g, g.original_order, durs, compute_slowdown=compute_slowdown)
-        pipeline = PipelineResult(order=g.original_order, initial=sim, final=sim)
-        names = []
-        notes.append("the graph has no collectives: nothing to overlap, order unchanged")
-    g_out = pipeline.final_graph(g)  # the rewritten program when a pass rewrote it
-    durs_out = list(pipeline.durations_us) if pipeline.durations_us is not None else durs
-    solver_run = None
-    if solver == "exact" and colls:
-        with progress.stage("exact solver"):
-            pipeline, solver_run = _exact(g_out, pipeline, ctx.with_durations(durs_out), time_limit_s,
-                                          timings)
-    pipeline = _as_saved(g_out, pipeline, durs_out, allow_cross_group_reorder, notes, compute_slowdown)
-    t_passes = time.perf_counter() - t2
-    freeze_long_lived()  # the pipeline's orders and simulations are kept for the summary
-    if ctx.memory_budget_bytes is not None and colls:
-        from commopt.sim import peak_memory
+            sim = simulate(g, g.original_order, durs, compute_slowdown=compute_slowdown)
+            pipeline = PipelineResult(order=g.original_order, initial=sim, final=sim)
+            names = []
+            notes.append("the graph has no collectives: nothing to overlap, order unchanged")
+        g_out = pipeline.final_graph(g)  # the rewritten program when a pass rewrote it
+        durs_out = list(pipeline.durations_us) if pipeline.durations_us is not None else durs
+        solver_run = None
+        if solver == "exact" and colls:
+            with progress.stage("exact solver"):
+                pipeline, solver_run = _exact(g_out, pipeline, ctx.with_durations(durs_out), time_limit_s,
+                                              timings)
+        pipeline = _as_saved(g_out, pipeline, durs_out, allow_cross_group_reorder, notes, compute_slowdown)
+        t_passes = time.perf_counter() - t2
+        freeze_long_lived()  # the pipeline's orders and simulations are kept for the summary
+        if ctx.memory_budget_bytes is not None and colls:
+            from commopt.sim import peak_memory
 
-        final_peak = peak_memory(g_out, pipeline.order, padded=True)[0]
-        if final_peak > ctx.memory_budget_bytes:
-            notes.append(f"memory budget not met: no order within {ctx.memory_budget_bytes:,} B was "
-                         f"found; the result peaks at {final_peak:,} B (padded sizes)")
+            final_peak = peak_memory(g_out, pipeline.order, padded=True)[0]
+            if final_peak > ctx.memory_budget_bytes:
+                notes.append(f"memory budget not met: no order within {ctx.memory_budget_bytes:,} B was "
+                             f"found; the result peaks at {final_peak:,} B (padded sizes)")
 
-    # a rewritten program (bucketing) is not re-sized: only the assumed sizes are shown
-    data_dependent = _data_dependent(g, pipeline, chain.durations if options is not None and g_out is g
-                                     else None,
-                                     size_scales, notes, compute_slowdown)
-    stem = Path(g.source_path).stem if g.source_path else g.name
-    counts = Counter((g.nodes[c].collective.group, g.nodes[c].collective.type) for c in colls)
-    final = pipeline.final
-    from commopt.certificate import certify
-    from commopt.gate import graph_identity
+        # a rewritten program (bucketing) is not re-sized: only the assumed sizes are shown
+        data_dependent = _data_dependent(g, pipeline, chain.durations if options is not None and g_out is g
+                                         else None,
+                                         size_scales, notes, compute_slowdown)
+        stem = Path(g.source_path).stem if g.source_path else g.name
+        counts = Counter((g.nodes[c].collective.group, g.nodes[c].collective.type) for c in colls)
+        final = pipeline.final
+        from commopt.certificate import certify
+        from commopt.gate import graph_identity
 
-    certificate = certify(final, solver_run)
-    with progress.stage("summary (robustness, footprint)"):
-        robustness = robustness_summary(g, g.original_order, pipeline.order, durs,
-                                        pipeline.initial.makespan_us, pipeline.final.makespan_us,
-                                        after_graph=g_out, after_durations_us=durs_out,
-                                        compute_slowdown=compute_slowdown) if colls else None
-        footprint = footprint_summary(g_out, pipeline.order, footprint_budget, notes) if colls else None
-        graph_digest = graph_identity(g)
+        certificate = certify(final, solver_run)
+        with progress.stage("summary (robustness, footprint)"):
+            robustness = robustness_summary(g, g.original_order, pipeline.order, durs,
+                                            pipeline.initial.makespan_us, pipeline.final.makespan_us,
+                                            after_graph=g_out, after_durations_us=durs_out,
+                                            compute_slowdown=compute_slowdown,
+                                            before_makespans=beside.makespans(g, durs)
+                                            if beside is not None else None) if colls else None
+            footprint = footprint_summary(g_out, pipeline.order, footprint_budget, notes) if colls else None
+            graph_digest = graph_identity(g)
 
-    summary = Summary(
-        graph=g.name,
-        graph_digest=graph_digest,
-        input=Path(g.source_path).name if g.source_path else None,
-        output=stem + graph_suffix(g),
-        nodes=len(g),
-        collectives=len(colls),
-        collectives_by_group=[CollectiveCount(group=gr, type=ty, count=n)
-                              for (gr, ty), n in sorted(counts.items())],
-        estimator=estimator_name,
-        hardware=hardware_name,
-        compute_slowdown=slowdown,
-        max_memory_increase=max_memory_increase,
-        memory_budget_bytes=ctx.memory_budget_bytes,
-        allow_cross_group_reorder=allow_cross_group_reorder,
-        cross_group=CrossGroupOrder(allowed=cross.allowed, rule=cross.rule, reason=cross.reason,
-                                    within_groups=not g.group_order),
-        passes=[PassSummary(name=r.name, before=_numbers(r.before), after=_numbers(r.after),
-                            changed=r.changed, note=r.note) for r in pipeline.records],
-        before=_numbers(pipeline.initial),
-        after=_numbers(final),
-        robustness=robustness,
-        memory_accounting=memory_accounting,
-        footprint=footprint,
-        bucketing=bucketing_summary(g, pipeline.changes),
-        lower_bound_us=certificate.lower_bound_us,
-        makespan_over_lower_bound=1.0 + certificate.gap_to_optimal,
-        certificate=certificate,
-        data_dependent=data_dependent,
-        notes=notes,
-        optimizer_seconds=round(t_est + t_passes, 6) if timings else None,
-        timings=Timings(
-            load_seconds=round(t_load, 6), estimate_seconds=round(t_est, 6),
-            passes=[PassTiming(name=r.name, seconds=round(r.seconds, 6)) for r in pipeline.records]
-            + other_run,
-        ) if timings else None,
-    )
-    rewritten = g_out is not g
-    result = OptimizeResult(g_out, Schedule.of(g_out, pipeline.order), tuple(durs_out), estimator_name,
-                            pipeline, summary, source_graph=g if rewritten else None,
-                            source_durations_us=tuple(durs) if rewritten else None)
-    if output_dir is None:
-        return result
-    freeze_long_lived()
-    inputs = [("--groups", groups), *(estimator_inputs(options) if options is not None else [])]
-    outputs, written = build_and_write_outputs(result, output_options, output_dir, inputs=inputs,
-                                               force=force, jobs=jobs, progress=progress)
-    return dataclasses.replace(result, summary=outputs.summary, outputs=outputs, written=written)
+        summary = Summary(
+            graph=g.name,
+            graph_digest=graph_digest,
+            input=Path(g.source_path).name if g.source_path else None,
+            output=stem + graph_suffix(g),
+            nodes=len(g),
+            collectives=len(colls),
+            collectives_by_group=[CollectiveCount(group=gr, type=ty, count=n)
+                                  for (gr, ty), n in sorted(counts.items())],
+            estimator=estimator_name,
+            hardware=hardware_name,
+            compute_slowdown=slowdown,
+            max_memory_increase=max_memory_increase,
+            memory_budget_bytes=ctx.memory_budget_bytes,
+            allow_cross_group_reorder=allow_cross_group_reorder,
+            cross_group=CrossGroupOrder(allowed=cross.allowed, rule=cross.rule, reason=cross.reason,
+                                        within_groups=not g.group_order),
+            passes=[PassSummary(name=r.name, before=_numbers(r.before), after=_numbers(r.after),
+                                changed=r.changed, note=r.note) for r in pipeline.records],
+            before=_numbers(pipeline.initial),
+            after=_numbers(final),
+            robustness=robustness,
+            memory_accounting=memory_accounting,
+            footprint=footprint,
+            bucketing=bucketing_summary(g, pipeline.changes),
+            lower_bound_us=certificate.lower_bound_us,
+            makespan_over_lower_bound=1.0 + certificate.gap_to_optimal,
+            certificate=certificate,
+            data_dependent=data_dependent,
+            notes=notes,
+            optimizer_seconds=round(t_est + t_passes, 6) if timings else None,
+            timings=Timings(
+                load_seconds=round(t_load, 6), estimate_seconds=round(t_est, 6),
+                passes=[PassTiming(name=r.name, seconds=round(r.seconds, 6)) for r in pipeline.records]
+                + other_run,
+            ) if timings else None,
+        )
+        rewritten = g_out is not g
+        result = OptimizeResult(g_out, Schedule.of(g_out, pipeline.order), tuple(durs_out), estimator_name,
+                                pipeline, summary, source_graph=g if rewritten else None,
+                                source_durations_us=tuple(durs) if rewritten else None)
+        if output_dir is None:
+            return result
+        freeze_long_lived()
+        inputs = [("--groups", groups), *(estimator_inputs(options) if options is not None else [])]
+        outputs, written = build_and_write_outputs(
+            result, output_options, output_dir, inputs=inputs, force=force, jobs=jobs,
+            original_totals=beside.totals_of(result.before_graph) if beside is not None else None,
+            progress=progress)
+        return dataclasses.replace(result, summary=outputs.summary, outputs=outputs, written=written)
+
+    finally:
+        if beside is not None:
+            beside.cancel()
+
+class _OriginalOrderWork:
+    """What only the input order decides, computed by a forked child while the passes run
+    (:func:`_original_order_beside`): its makespan under each robustness scenario and, when
+    outputs are written, its buffers' arena totals. Each is handed out only for the graph
+    and durations the child worked on (a run that keeps each group's order swaps the graph)."""
+
+    def __init__(self, job, graph: Graph, durations: list[float]) -> None:
+        self._job, self._graph, self._durations = job, graph, durations
+
+    def makespans(self, graph: Graph, durations: list[float]) -> list[float] | None:
+        """The input order's scenario makespans on ``graph`` (None: another graph)."""
+        if graph is not self._graph or durations is not self._durations:
+            return None
+        return self._job.value()[0]
+
+    def totals_of(self, graph: Graph):
+        """A callable returning the input order's (arena bytes, lower bound bytes) on
+        ``graph``, or None for another graph or when the child did not pack them."""
+        if graph is not self._graph:
+            return None
+        return lambda: self._job.value()[1]
+
+    def cancel(self) -> None:
+        """Stop the child if it still runs."""
+        self._job.cancel()
+
+
+def _original_order_beside(graph: Graph, durations: list[float], options: OutputOptions,
+                           compute_slowdown: float, jobs: int,
+                           packing: bool) -> _OriginalOrderWork | None:
+    """A forked child computing the input order's robustness makespans (and, with
+    ``packing``, its buffers' arena totals for the plan comparison) while this process runs
+    the passes; None where forking does not pay (:func:`commopt.forked.worth_forking`) or
+    the graph has no collectives (then neither is needed). The child only reads."""
+    from commopt.buffers.planner import DEFAULT_ALIGN_BYTES, original_arena_totals
+    from commopt.forked import RenderJob, worth_forking
+    from commopt.sim.robustness import makespans, perturbations
+
+    if not worth_forking(len(graph), jobs) or not graph.collectives():
+        return None
+    align = DEFAULT_ALIGN_BYTES if options.align is None else options.align
+
+    def work(_fh) -> tuple[list[float], tuple[int, int] | None]:
+        scenarios = [durs for _, durs in perturbations(graph, durations)]
+        spans = makespans(graph, graph.original_order, scenarios, compute_slowdown=compute_slowdown)
+        totals = original_arena_totals(graph, graph.original_order, align=align,
+                                       collective_types=options.comm_buffers,
+                                       persistent_params=options.persistent_params) if packing else None
+        return spans, totals
+
+    import tempfile
+
+    return _OriginalOrderWork(RenderJob(work, tempfile.gettempdir(), fork=True), graph, durations)
 
 
 def _memory_accounting(asked: str | None, options: OutputOptions, notes: list[str]) -> str:

@@ -1,18 +1,20 @@
-"""Render an output file on the machine's other core: a forked child process writes it into
-an anonymous temporary file (and may compute a small result beside it) while this process
-builds the rest of the output set.
+"""Work on the machine's other core: a forked child process renders an output file into an
+anonymous temporary file (and may compute a small result beside it) while this process goes
+on.
 
-A large graph's Chrome trace takes about as long to render as the buffer plan and the runner
-together, and nothing else depends on it, so the two proceed side by side. The child shares
-the parent's memory copy-on-write and only reads it; it writes nothing under a final name,
-prints nothing and reports back one small message (its result, or the exception it raised).
-The parent copies the rendered bytes to their final place with the rest of the output set,
-in the same order and with the same crash safety as if it had rendered them itself.
+Some work depends on nothing the parent is still computing: the input order's robustness
+makespans and buffer packing (while the passes run), the runner's source (once the buffers
+are planned, about as long as building the report and rendering the plan file), the Chrome
+trace (once the report is built). The child shares the parent's memory copy-on-write and only
+reads it; it writes nothing under a final name, prints nothing and reports back one small
+message (its result, or the exception it raised). The parent copies the rendered bytes to
+their final place with the rest of the output set, in the same order and with the same crash
+safety as if it had rendered them itself.
 
 It is asked for with ``jobs`` >= 2 (``commopt optimize`` asks for it by default where this
 process may use two cores or more, :func:`default_jobs`): a child copies every memory page
 holding an object it reads (CPython writes reference counts into them), so at 100k nodes the
-command uses about a fifth more memory for a sixth less wall time (BENCHMARKS.md). Where ``os.fork``
+command uses more memory for less wall time (BENCHMARKS.md). Where ``os.fork``
 does not exist, or on a graph too small to gain from it, the work runs in this process when
 started, so the files are the same either way.
 """

@@ -213,9 +213,10 @@ def test_a_first_run_killed_before_its_manifest_needs_no_force_to_finish(tmp_pat
 
 
 def test_files_rendered_by_forked_children_are_the_same_files(tmp_path, monkeypatch):
-    """Large graphs render trace.json, buffer_plan.json and report.html in forked children
-    (commopt.forked): every file of the set is byte for byte the one rendered in process, on a
-    real-model graph."""
+    """On large graphs the runner and trace.json are rendered by forked children, buffer_plan
+    and report.html beside them, and the input order's scenario makespans and arena totals
+    by a child that runs beside the passes (commopt.forked): every file of the set is byte for
+    byte the one rendered in process, on a real-model graph."""
     from tests.corpus.graphs import CORPUS
 
     graph = CORPUS / "ws8" / "llama_fsdp.pt2"
@@ -243,3 +244,39 @@ def test_a_forked_render_that_fails_leaves_no_file_and_no_manifest(tmp_path, mon
         commopt.optimize(_small("small"), output_dir=tmp_path, timings=False, jobs=2)
     assert not (tmp_path / name).exists() and not (tmp_path / MANIFEST_FILE).exists()
     assert not any(is_temp_file(p.name) for p in tmp_path.iterdir())
+
+
+def test_a_forked_runner_generation_that_fails_is_raised_and_writes_nothing(tmp_path, monkeypatch):
+    """The runner's child raises: the same error reaches the caller, the other children are
+    stopped and no file of the set is written."""
+    def broken(*_):
+        raise RuntimeError("codegen broke")
+
+    monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
+    monkeypatch.setattr("commopt.outputs._runner", broken)
+    with pytest.raises(RuntimeError, match="codegen broke"):
+        commopt.optimize(_small("small"), output_dir=tmp_path / "out", timings=False, jobs=2)
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
+def test_the_original_order_child_is_stopped_when_the_passes_fail(tmp_path, monkeypatch):
+    """The child started beside the passes is cancelled (killed and reaped) when the passes
+    raise, and the passes' error is what the caller sees."""
+    import commopt.api
+
+    cancelled = []
+    cancel = commopt.api._OriginalOrderWork.cancel
+
+    def recorded(self):
+        cancelled.append(self)
+        cancel(self)
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("a pass broke")
+
+    monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
+    monkeypatch.setattr(commopt.api._OriginalOrderWork, "cancel", recorded)
+    monkeypatch.setattr(commopt.api.PassManager, "run", broken)
+    with pytest.raises(RuntimeError, match="a pass broke"):
+        commopt.optimize(_small("small"), output_dir=tmp_path / "out", timings=False, jobs=2)
+    assert len(cancelled) == 1 and cancelled[0]._job._pid is None

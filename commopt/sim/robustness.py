@@ -110,18 +110,25 @@ def robustness_summary(graph: Graph, before_order: Sequence[int], after_order: S
                        durations_us: Sequence[float], before_makespan_us: float,
                        after_makespan_us: float, *, after_graph: Graph | None = None,
                        after_durations_us: Sequence[float] | None = None,
-                       compute_slowdown: float = 1.0):
+                       compute_slowdown: float = 1.0,
+                       before_makespans: Sequence[float] | None = None):
     """The summary's and the report's robustness entry
     (:class:`~commopt.schemas.summary.Robustness`): both orders' makespans under every
     scenario, the same perturbed durations for both. ``after_graph`` (with its
     ``after_durations_us``): the program ``after_order`` orders when a pass rewrote
     ``graph``; its scenarios are drawn the same way for its own nodes. ``compute_slowdown``
-    as in :func:`commopt.sim.simulate`."""
+    as in :func:`commopt.sim.simulate`. ``before_makespans``: ``before_order``'s makespan
+    under each scenario (:func:`makespans`) when already simulated, e.g. by a process that
+    ran beside the passes."""
     from commopt.schemas.summary import Robustness, ScenarioMakespans
 
     scenarios = perturbations(graph, durations_us)
-    before = makespan_range(graph, before_order, durations_us, nominal_us=before_makespan_us,
-                            scenarios=scenarios, compute_slowdown=compute_slowdown)
+    if before_makespans is None:
+        before = makespan_range(graph, before_order, durations_us, nominal_us=before_makespan_us,
+                                scenarios=scenarios, compute_slowdown=compute_slowdown)
+    else:
+        before = MakespanRange(before_makespan_us, tuple(
+            (name, m) for (name, _), m in zip(scenarios, before_makespans, strict=True)))
     if after_graph is not None and after_graph is not graph:
         graph, durations_us = after_graph, after_durations_us
         scenarios = perturbations(graph, durations_us)

@@ -8,7 +8,13 @@ import pytest
 
 from commopt.sim import simulate
 from commopt.sim.engine import makespan_us
-from commopt.sim.robustness import COST_ERROR, makespan_range, perturbations
+from commopt.sim.robustness import (
+    COST_ERROR,
+    makespan_range,
+    makespans,
+    perturbations,
+    robustness_summary,
+)
 
 GRAPH = Path(__file__).resolve().parents[2] / "sample_graphs" / "corpus" / "ws2" / "llama_tp_sp_2d.pt2"
 
@@ -60,6 +66,23 @@ def test_summary_shows_both_orders_ranges():
     assert r.before_min_us <= s.before.makespan_us <= r.before_max_us
     assert r.after_min_us <= s.after.makespan_us <= r.after_max_us
     assert r.after_max_us == max([s.after.makespan_us, *(x.after_us for x in r.scenarios)])
+
+
+def test_summary_takes_the_before_orders_makespans_when_already_simulated(graph_and_durations):
+    """A process beside the passes simulates the input order's scenarios
+    (commopt.api._original_order_beside): given them, the entry is the one computed here;
+    given other numbers, it shows those (they are used, not recomputed)."""
+    g, durs = graph_and_durations
+    before = simulate(g, g.original_order, durs).makespan_us
+    after_order = g.original_order
+    computed = robustness_summary(g, g.original_order, after_order, durs, before, before)
+    spans = makespans(g, g.original_order, [d for _, d in perturbations(g, durs)])
+    assert robustness_summary(g, g.original_order, after_order, durs, before, before,
+                              before_makespans=spans) == computed
+    given = robustness_summary(g, g.original_order, after_order, durs, before, before,
+                               before_makespans=[1.0] * len(spans))
+    assert [x.before_us for x in given.scenarios] == [1.0] * len(spans)
+    assert [x.after_us for x in given.scenarios] == [x.after_us for x in computed.scenarios]
 
 
 def _shuffled_order(g, rng):
