@@ -38,6 +38,7 @@ STAGES = [("load", "load"), ("estimate", "estimate"), ("footprint budget", "budg
           ("passes", "passes"), ("summary", "summary"),
           ("plan buffers", "plan"), ("generate runner", "runner"), ("build report", "report"),
           ("render trace.json", "trace"), ("render buffer_plan.json", "render plan"),
+          ("render graph", "render graph"),
           ("wait for the forked runner", "wait"),
           ("render report.html", "html"), ("write graph", "write graph"),
           ("write buffer plan", "write plan"), ("write runner", "write runner"),
@@ -315,7 +316,7 @@ def run(quick: bool) -> str:
         "footprint; write summary: summary.json and the manifest, which hashes every file; "
         "other: interpreter start, imports, the certificate and the exit). With `--jobs 2` "
         "the runner's stage starts its forked child (report, trace: starting a second child "
-        "that renders trace.json, and render plan run meanwhile), wait: waiting for the "
+        "that renders trace.json, render plan and render graph run meanwhile), wait: waiting for the "
         "runner's child; html: rendering report.html; write reports: copying both into place. "
         "With one process, plan includes the original order's packing and write reports the "
         "rendering of both files.\n",

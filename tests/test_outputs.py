@@ -212,14 +212,15 @@ def test_a_first_run_killed_before_its_manifest_needs_no_force_to_finish(tmp_pat
     assert incomplete_files(out) == [] and not (out / PENDING_FILE).exists()
 
 
-def test_files_rendered_by_forked_children_are_the_same_files(tmp_path, monkeypatch):
+@pytest.mark.parametrize("graph", ["corpus/ws8/llama_fsdp.pt2", "realistic/llama3_8b_L2.json"])
+def test_files_rendered_by_forked_children_are_the_same_files(tmp_path, monkeypatch, samples_dir,
+                                                              graph):
     """On large graphs the runner and trace.json are rendered by forked children, buffer_plan
     and report.html beside them, and the input order's scenario makespans and arena totals
     by a child that runs beside the passes (commopt.forked): every file of the set is byte for
-    byte the one rendered in process, on a real-model graph."""
-    from tests.corpus.graphs import CORPUS
-
-    graph = CORPUS / "ws8" / "llama_fsdp.pt2"
+    byte the one rendered in process, on a real-model archive and a JSON graph (rendered
+    ahead of writing too)."""
+    graph = samples_dir / graph
     in_process = commopt.optimize(graph, output_dir=tmp_path / "a", timings=False)
     monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
     forked = commopt.optimize(graph, output_dir=tmp_path / "b", timings=False, jobs=2)

@@ -912,12 +912,16 @@ def _document_text(doc: dict[str, Any], node_lines: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def save_json_graph(graph: Graph, path: str | Path, order: list[int] | None = None) -> None:
-    """Write ``graph`` (nodes in ``order``) as a JSON graph file, atomically."""
+def json_graph_text(graph: Graph, order: list[int] | None = None) -> str:
+    """The text of ``graph`` (nodes in ``order``) as a JSON graph file: what
+    :func:`save_json_graph` writes (a caller may render it ahead of writing)."""
     doc = _document(graph, order)
     nodes = doc["nodes"]
     if type(nodes) is _NodeLines:  # kept lines as they are, other nodes encoded
-        text = _document_text(doc, [x if type(x) is str else dumps_line(x) for x in nodes])
-    else:
-        text = dumps_document(doc)
-    atomic.write_text(path, text)
+        return _document_text(doc, [x if type(x) is str else dumps_line(x) for x in nodes])
+    return dumps_document(doc)
+
+
+def save_json_graph(graph: Graph, path: str | Path, order: list[int] | None = None) -> None:
+    """Write ``graph`` (nodes in ``order``) as a JSON graph file, atomically."""
+    atomic.write_text(path, json_graph_text(graph, order))
