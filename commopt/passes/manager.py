@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from commopt.errors import CommoptError, InvariantViolation, PassError
+from commopt.gc_freeze import collector_paused, freeze_long_lived
 from commopt.invariants import check_order
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
@@ -67,7 +68,21 @@ class PassManager:
         self.passes = list(passes)
 
     def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> PipelineResult:
-        """Run the pipeline on ``order``; raises InvariantViolation when a pass breaks one."""
+        """Run the pipeline on ``order``; raises InvariantViolation when a pass breaks one.
+
+        The cyclic garbage collector is paused meanwhile (:func:`collector_paused`): the
+        passes and simulations build and drop hundreds of thousands of acyclic objects
+        (events, tuples, lists) that reference counting frees, and each collection they
+        trigger would rescan every young survivor for cycles that are not there. Inside a
+        command what the run kept (the result's orders and simulations) is frozen before the
+        collector resumes (:func:`freeze_long_lived`), or its first collection scans it all."""
+        with collector_paused():
+            result = self._run(graph, order, ctx)
+            freeze_long_lived()
+            return result
+
+    def _run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> PipelineResult:
+        """:meth:`run`, with the collector as the caller left it."""
         source, source_ctx = graph, ctx
         current = Schedule.of(graph, order)
         sim = ctx.simulate(graph, current)
