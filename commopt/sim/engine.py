@@ -52,6 +52,53 @@ def simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float], 
     return replay.result(order)
 
 
+def simulate_numbers(graph: Graph, order: Sequence[int], durations_us: Sequence[float], *,
+                     compute_slowdown: float = 1.0) -> SimResult:
+    """:func:`simulate`'s result of ``order`` without its per-event records: every number
+    (makespan, compute and communication totals, exposed communication, overlap, lower
+    bounds, peak memory, slowed compute) bit for bit as :func:`simulate` gives it, but
+    ``events``, ``collectives`` and ``memory_curve`` empty. For orders whose numbers alone
+    are shown (the pass manager's intermediate orders): the events, timings and memory curve
+    are most of a full result's cost (100k nodes: about a third of it).
+
+    Raises like :func:`simulate`."""
+    order = Schedule.of(graph, order)
+    dur = step_durations(graph, durations_us)
+    if compute_slowdown != 1.0:  # the stretched replay needs the flights: the full clock
+        replay = _Replay(graph, dur, compute_slowdown)
+        replay.run(order)
+        return replay.result(order, records=False)
+    makespan, exposed = _makespan(graph, order, dur)
+    total_compute, comm_by_group = _totals(graph, order, dur)
+    return _summed(graph, order, dur, 1.0, makespan=makespan, total_compute=total_compute,
+                   comm_by_group=comm_by_group, exposed=exposed, slowed=0.0)
+
+
+def _totals(graph: Graph, order: Schedule, dur: list[float]) -> tuple[float, dict[object, float]]:
+    """The compute total and per-stream communication totals :class:`_Replay` adds up along
+    ``order``, in its order of additions (float sums depend on it): the waits' durations,
+    then the compute nodes' as a second running sum added to them; per stream (in order of
+    its first collective) its collectives' durations, in order."""
+    lanes = _lanes(graph)
+    at = np.asarray(order.order, dtype=np.int64)
+    steps = np.asarray(dur, dtype=float)[at]
+    codes = np.frombuffer(lanes.codes, dtype=np.uint8)[at]
+    waits = _running_sum(steps[codes == _WAIT])
+    compute = _running_sum(steps[np.frombuffer(lanes.compute, dtype=np.uint8)[at] > 0])
+    lane = lanes.lane
+    comm: dict[object, float] = {}
+    for c in at[codes == _COLL].tolist():
+        g = lane[c]
+        comm[g] = comm.get(g, 0.0) + dur[c]
+    return waits + compute, comm
+
+
+def _running_sum(values: np.ndarray) -> float:
+    """``0.0 + values[0] + values[1] + ...`` left to right, as a loop adds them (numpy's
+    accumulate keeps that order; ``sum`` and ``np.sum`` do not promise it)."""
+    return float(np.add.accumulate(np.concatenate(([0.0], values)))[-1])
+
+
 @dataclass(frozen=True)
 class NodeTimes:
     """Per node of one replayed order: its start and end, and for a collective its issue
@@ -325,30 +372,13 @@ class _Replay:
         end = self.end
         return max([self.t, *(end[c] for c in self.issued)])
 
-    def result(self, order: Schedule) -> SimResult:
-        """The :class:`SimResult` of the replayed order."""
-        graph = self.graph
-        makespan = self.makespan()
-        total_comm = sum(self.comm_by_group.values())
-        overlap = 1.0 if total_comm <= 0.0 else min(1.0, max(0.0, 1.0 - self.exposed_total / total_comm))
-        bounds = lower_bounds(graph, self.dur, self.slowdown)
-        peak, curve = peak_memory(graph, order)
-        return SimResult(
-            makespan_us=makespan,
-            total_compute_us=self.total_compute,
-            comm_us_by_group=dict(sorted(self.comm_by_group.items())),
-            exposed_comm_us=self.exposed_total,
-            overlap_ratio=overlap,
-            lower_bound_us=bounds.value,
-            critical_path_us=bounds.critical_path_us,
-            peak_memory_bytes=peak,
-            events=self.events,
-            collectives=self._timings(),
-            memory_curve=self._memory_curve(order, curve),
-            lower_bounds=bounds,
-            compute_slowdown=self.slowdown,
-            slowed_compute_us=self.slowed_us,
-        )
+    def result(self, order: Schedule, *, records: bool = True) -> SimResult:
+        """The :class:`SimResult` of the replayed order; without its events, collective
+        timings and memory curve unless ``records`` (:func:`simulate_numbers`)."""
+        return _summed(self.graph, order, self.dur, self.slowdown, makespan=self.makespan(),
+                       total_compute=self.total_compute, comm_by_group=self.comm_by_group,
+                       exposed=self.exposed_total, slowed=self.slowed_us,
+                       replay=self if records else None)
 
     def _timings(self) -> list[CollectiveTiming]:
         """Each issued collective's timing, in issue order."""
@@ -375,6 +405,35 @@ class _Replay:
                            np.asarray(self.issue, dtype=float), np.asarray(self.start, dtype=float))
         nodes_at = np.asarray(order.order, dtype=np.int64).reshape(n)[changed]
         return list(zip(at_node[nodes_at].tolist(), live[changed].tolist(), strict=True))
+
+
+def _summed(graph: Graph, order: Schedule, dur: list[float], slowdown: float, *, makespan: float,
+            total_compute: float, comm_by_group: dict, exposed: float, slowed: float,
+            replay: _Replay | None = None) -> SimResult:
+    """The :class:`SimResult` of a replayed order from its totals (``comm_by_group`` in
+    order of first issue: the overlap's total adds them in that order), the lower bounds and
+    the order's peak memory; the events, collective timings and memory curve from ``replay``
+    (None: left empty)."""
+    total_comm = sum(comm_by_group.values())
+    overlap = 1.0 if total_comm <= 0.0 else min(1.0, max(0.0, 1.0 - exposed / total_comm))
+    bounds = lower_bounds(graph, dur, slowdown)
+    peak, curve = peak_memory(graph, order)
+    return SimResult(
+        makespan_us=makespan,
+        total_compute_us=total_compute,
+        comm_us_by_group=dict(sorted(comm_by_group.items())),
+        exposed_comm_us=exposed,
+        overlap_ratio=overlap,
+        lower_bound_us=bounds.value,
+        critical_path_us=bounds.critical_path_us,
+        peak_memory_bytes=peak,
+        events=replay.events if replay is not None else [],
+        collectives=replay._timings() if replay is not None else [],
+        memory_curve=replay._memory_curve(order, curve) if replay is not None else [],
+        lower_bounds=bounds,
+        compute_slowdown=slowdown,
+        slowed_compute_us=slowed,
+    )
 
 
 def _wait_first(nodes, i: int) -> InvariantViolation:
