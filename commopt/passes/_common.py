@@ -251,8 +251,9 @@ class DemandMover:
                     flushed += 1
             emit(u)
         out.extend(kept[done:])
-        for v in held:
-            emit(v)
+        for v in held:  # most are out already: no call for those (100k nodes: ~150k calls)
+            if not emitted[v]:
+                emit(v)
         return out
 
 

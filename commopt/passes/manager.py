@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from commopt.errors import CommoptError, InvariantViolation, PassError
+from commopt.gc_freeze import collector_paused, freeze_long_lived
 from commopt.invariants import check_order
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
@@ -28,7 +29,13 @@ from commopt.sim import SimResult, peak_memory
 
 @dataclass(frozen=True)
 class PassRecord:
-    """What one pass did: simulated numbers before and after, wall time, whether kept."""
+    """What one pass did: simulated numbers before and after, wall time, whether kept.
+
+    ``before``/``after`` hold the numbers of the simulation
+    (:meth:`~commopt.passes.base.PassContext.simulated`): their events, collective timings
+    and memory curve are empty, except for the pipeline's input order (the first ``before``,
+    its ``initial``) and final order (the last ``after``, its ``final``), simulated in full
+    for the reports."""
 
     name: str
     before: SimResult
@@ -67,14 +74,29 @@ class PassManager:
         self.passes = list(passes)
 
     def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> PipelineResult:
-        """Run the pipeline on ``order``; raises InvariantViolation when a pass breaks one."""
+        """Run the pipeline on ``order``; raises InvariantViolation when a pass breaks one.
+
+        The cyclic garbage collector is paused meanwhile (:func:`collector_paused`): the
+        passes and simulations build and drop hundreds of thousands of acyclic objects
+        (events, tuples, lists) that reference counting frees, and each collection they
+        trigger would rescan every young survivor for cycles that are not there. Inside a
+        command what the run kept (the result's orders and simulations) is frozen before the
+        collector resumes (:func:`freeze_long_lived`), or its first collection scans it all."""
+        with collector_paused():
+            result = self._run(graph, order, ctx)
+            freeze_long_lived()
+            return result
+
+    def _run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> PipelineResult:
+        """:meth:`run`, with the collector as the caller left it."""
         source, source_ctx = graph, ctx
         current = Schedule.of(graph, order)
         sim = ctx.simulate(graph, current)
         result = PipelineResult(order=current, initial=sim, final=sim)
         ran: list[str] = []
         checked = False  # whether ``current`` passed check_order (the input order is not checked)
-        for p in self.passes:
+        for k, p in enumerate(self.passes):
+            last = k == len(self.passes) - 1  # its order is the final one: simulated in full
             t0 = time.perf_counter()
             proposed = _run_pass(p, graph, current, ctx, ran)
             seconds = time.perf_counter() - t0
@@ -83,7 +105,8 @@ class PassManager:
                 checked = True
                 graph, ctx = proposed.graph, ctx.with_durations(proposed.durations_us)
                 current = Schedule.of(graph, proposed.order)
-                record = PassRecord(p.name, sim, ctx.simulate(graph, current), seconds, True, proposed.note)
+                after = (ctx.simulate if last else ctx.simulated)(graph, current)
+                record = PassRecord(p.name, sim, after, seconds, True, proposed.note)
                 _take_change(result, record, proposed, ctx)
                 ran.append(p.name)
                 sim = record.after
@@ -91,11 +114,11 @@ class PassManager:
             if not (checked and proposed == current):  # an order already checked is not again
                 _check(graph, proposed, ctx, p.name, ran)
             new = Schedule.of(graph, proposed)  # as is when the pass returned a Schedule
-            after = ctx.simulate(graph, new)
+            after = (ctx.simulate if last else ctx.simulated)(graph, new)
             note = None
             if new != current and not ctx.fits(graph, new) and _keeps_budget_better(graph, current, new, ctx):
                 note = "order not taken: " + _budget_words(graph, new, ctx)
-                new, after = current, sim
+                new, after = current, ctx.simulate(graph, current) if last else sim
             else:
                 checked = True
             result.records.append(PassRecord(p.name, sim, after, seconds, new != current, note))

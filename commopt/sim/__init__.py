@@ -1,11 +1,12 @@
 """The overlap simulator: turns an order plus per-node durations into a timeline.
 
-``simulate(graph, order, durations_us) -> SimResult`` and ``peak_memory(graph, order)``, the
-one implementation of live-memory accounting along an order.
+``simulate(graph, order, durations_us) -> SimResult`` (``simulate_numbers``: its numbers
+alone, without the per-event records) and ``peak_memory(graph, order)``, the one
+implementation of live-memory accounting along an order.
 """
 
 from commopt.sim.bounds import LowerBounds, critical_path_us, lower_bounds
-from commopt.sim.engine import simulate
+from commopt.sim.engine import simulate, simulate_numbers
 from commopt.sim.memory import peak_memory
 from commopt.sim.result import COMPUTE_LANE, CollectiveTiming, SimEvent, SimResult, comm_lane
 
@@ -20,4 +21,5 @@ __all__ = [
     "lower_bounds",
     "peak_memory",
     "simulate",
+    "simulate_numbers",
 ]

@@ -267,24 +267,30 @@ def _compute_stream_bound(graph: Graph, durations: Sequence[float], head: Heads,
                           tail_end: Sequence[float]) -> float:
     """Jackson's preemptive schedule of the compute stream's work: release at its earliest
     start, delivery time its tail; the largest end + tail is optimal for the preemptive
-    one-machine relaxation, so no order does better."""
-    advances, start = _structure(graph).advances, head.start
-    jobs = sorted([(start[i], i) for i in range(len(advances)) if advances[i] and durations[i] > 0.0])
+    one-machine relaxation, so no order does better. The jobs are put in release order with
+    numpy (start, then index: the order sorting the pairs gives); the schedule itself is the
+    sequential loop, so every sum is made in the same order."""
+    advances = _structure(graph).advances
+    work = np.asarray(durations, dtype=float)
+    jobs = np.flatnonzero((np.frombuffer(advances, dtype=np.uint8) > 0) & (work > 0.0))
+    starts = np.asarray(head.start, dtype=float)[jobs]
+    by_release = np.lexsort((jobs, starts))  # by start, then index: as sorting (start, index) pairs
+    release, job = starts[by_release].tolist(), jobs[by_release].tolist()
     ready: list[tuple[float, int, float]] = []  # (-tail, index, remaining)
     heappush, heappop = heapq.heappush, heapq.heappop
     clock = 0.0
     best = 0.0
     k = 0
-    m = len(jobs)
+    m = len(job)
     while k < m or ready:
-        if not ready and clock < jobs[k][0]:
-            clock = jobs[k][0]
-        while k < m and jobs[k][0] <= clock:
-            i = jobs[k][1]
+        if not ready and clock < release[k]:
+            clock = release[k]
+        while k < m and release[k] <= clock:
+            i = job[k]
             heappush(ready, (-tail_end[i], i, durations[i]))
             k += 1
         neg_tail, i, left = heappop(ready)
-        until = jobs[k][0] if k < m else float("inf")
+        until = release[k] if k < m else float("inf")
         if clock + left <= until:
             clock += left
             if clock - neg_tail > best:

@@ -34,6 +34,12 @@ from commopt.sim.memory import peak_memory
 from commopt.sim.model import check_compute_slowdown, step_durations, stream_of, stretched_end
 from commopt.sim.result import COMPUTE_LANE, CollectiveTiming, SimEvent, SimResult, comm_lane
 
+#: Makes a named tuple (:class:`SimEvent`, :class:`CollectiveTiming`) from a tuple of all its
+#: fields, in order: ``_new_tuple(SimEvent, (node, lane, start, end))`` is the same value as
+#: ``SimEvent(node, lane, start, end)``, without the generated ``__new__`` (keyword handling,
+#: defaults), which takes about twice as long; a replay of 100k nodes makes ~85k of them.
+_new_tuple = tuple.__new__
+
 
 def simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float], *,
              compute_slowdown: float = 1.0) -> SimResult:
@@ -50,6 +56,53 @@ def simulate(graph: Graph, order: Sequence[int], durations_us: Sequence[float], 
     replay = _Replay(graph, dur, compute_slowdown)
     replay.run(order)
     return replay.result(order)
+
+
+def simulate_numbers(graph: Graph, order: Sequence[int], durations_us: Sequence[float], *,
+                     compute_slowdown: float = 1.0) -> SimResult:
+    """:func:`simulate`'s result of ``order`` without its per-event records: every number
+    (makespan, compute and communication totals, exposed communication, overlap, lower
+    bounds, peak memory, slowed compute) bit for bit as :func:`simulate` gives it, but
+    ``events``, ``collectives`` and ``memory_curve`` empty. For orders whose numbers alone
+    are shown (the pass manager's intermediate orders): the events, timings and memory curve
+    are most of a full result's cost (100k nodes: about a third of it).
+
+    Raises like :func:`simulate`."""
+    order = Schedule.of(graph, order)
+    dur = step_durations(graph, durations_us)
+    if compute_slowdown != 1.0:  # the stretched replay needs the flights: the full clock
+        replay = _Replay(graph, dur, compute_slowdown)
+        replay.run(order)
+        return replay.result(order, records=False)
+    makespan, exposed = _makespan(graph, order, dur)
+    total_compute, comm_by_group = _totals(graph, order, dur)
+    return _summed(graph, order, dur, 1.0, makespan=makespan, total_compute=total_compute,
+                   comm_by_group=comm_by_group, exposed=exposed, slowed=0.0)
+
+
+def _totals(graph: Graph, order: Schedule, dur: list[float]) -> tuple[float, dict[object, float]]:
+    """The compute total and per-stream communication totals :class:`_Replay` adds up along
+    ``order``, in its order of additions (float sums depend on it): the waits' durations,
+    then the compute nodes' as a second running sum added to them; per stream (in order of
+    its first collective) its collectives' durations, in order."""
+    lanes = _lanes(graph)
+    at = np.asarray(order.order, dtype=np.int64)
+    steps = np.asarray(dur, dtype=float)[at]
+    codes = np.frombuffer(lanes.codes, dtype=np.uint8)[at]
+    waits = _running_sum(steps[codes == _WAIT])
+    compute = _running_sum(steps[np.frombuffer(lanes.compute, dtype=np.uint8)[at] > 0])
+    lane = lanes.lane
+    comm: dict[object, float] = {}
+    for c in at[codes == _COLL].tolist():
+        g = lane[c]
+        comm[g] = comm.get(g, 0.0) + dur[c]
+    return waits + compute, comm
+
+
+def _running_sum(values: np.ndarray) -> float:
+    """``0.0 + values[0] + values[1] + ...`` left to right, as a loop adds them (numpy's
+    accumulate keeps that order; ``sum`` and ``np.sum`` do not promise it)."""
+    return float(np.add.accumulate(np.concatenate(([0.0], values)))[-1])
 
 
 @dataclass(frozen=True)
@@ -231,6 +284,7 @@ class _Replay:
         lanes = _lanes(self.graph)
         codes, computes = lanes.codes, lanes.compute
         add_event = events.append
+        new = _new_tuple  # a local: the loop makes most of the events
         t = 0.0
         total_compute = 0.0
         slow = self.slowdown != 1.0
@@ -242,7 +296,7 @@ class _Replay:
                     s = t
                     t = end[i] = self._stretched(s, dur[i]) if slow else s + dur[i]
                     total_compute += dur[i]
-                    add_event(SimEvent(i, COMPUTE_LANE, s, t))
+                    add_event(new(SimEvent, (i, COMPUTE_LANE, s, t)))
                 else:
                     t = end[i] = t + dur[i]
                 continue
@@ -272,7 +326,7 @@ class _Replay:
                 t = end[i] = self._stretched(s, dur[i]) if slow and kind is kind_compute else s + dur[i]
                 if kind is kind_compute:
                     total_compute += dur[i]
-                    events.append(SimEvent(i, COMPUTE_LANE, s, t))
+                    add_event(new(SimEvent, (i, COMPUTE_LANE, s, t)))
         self.t = t
         self.total_compute += total_compute
 
@@ -296,7 +350,7 @@ class _Replay:
         lane = self.lane_names.get(group)
         if lane is None:
             lane = self.lane_names[group] = comm_lane(group)
-        self.events.append(SimEvent(i, lane, s, e))
+        self.events.append(_new_tuple(SimEvent, (i, lane, s, e)))
         if self.slowdown != 1.0:
             self.flights.append((s, e))
 
@@ -313,7 +367,7 @@ class _Replay:
         if ready > s:
             self.exposed[c] += ready - s
             self.exposed_total += ready - s
-            self.events.append(SimEvent(i, COMPUTE_LANE, s, ready))
+            self.events.append(_new_tuple(SimEvent, (i, COMPUTE_LANE, s, ready)))
             s = ready
         self.start[i] = s
         self.end[i] = s + self.dur[i]
@@ -325,30 +379,13 @@ class _Replay:
         end = self.end
         return max([self.t, *(end[c] for c in self.issued)])
 
-    def result(self, order: Schedule) -> SimResult:
-        """The :class:`SimResult` of the replayed order."""
-        graph = self.graph
-        makespan = self.makespan()
-        total_comm = sum(self.comm_by_group.values())
-        overlap = 1.0 if total_comm <= 0.0 else min(1.0, max(0.0, 1.0 - self.exposed_total / total_comm))
-        bounds = lower_bounds(graph, self.dur, self.slowdown)
-        peak, curve = peak_memory(graph, order)
-        return SimResult(
-            makespan_us=makespan,
-            total_compute_us=self.total_compute,
-            comm_us_by_group=dict(sorted(self.comm_by_group.items())),
-            exposed_comm_us=self.exposed_total,
-            overlap_ratio=overlap,
-            lower_bound_us=bounds.value,
-            critical_path_us=bounds.critical_path_us,
-            peak_memory_bytes=peak,
-            events=self.events,
-            collectives=self._timings(),
-            memory_curve=self._memory_curve(order, curve),
-            lower_bounds=bounds,
-            compute_slowdown=self.slowdown,
-            slowed_compute_us=self.slowed_us,
-        )
+    def result(self, order: Schedule, *, records: bool = True) -> SimResult:
+        """The :class:`SimResult` of the replayed order; without its events, collective
+        timings and memory curve unless ``records`` (:func:`simulate_numbers`)."""
+        return _summed(self.graph, order, self.dur, self.slowdown, makespan=self.makespan(),
+                       total_compute=self.total_compute, comm_by_group=self.comm_by_group,
+                       exposed=self.exposed_total, slowed=self.slowed_us,
+                       replay=self if records else None)
 
     def _timings(self) -> list[CollectiveTiming]:
         """Each issued collective's timing, in issue order."""
@@ -357,9 +394,9 @@ class _Replay:
         out = []
         for c in self.issued:
             w = first_wait[c]
-            out.append(CollectiveTiming(c, group[c], issue[c], start[c], end[c],
-                                        w if w >= 0 else None, first_wait_t[c] if w >= 0 else None,
-                                        exposed[c]))
+            out.append(_new_tuple(CollectiveTiming, (c, group[c], issue[c], start[c], end[c],
+                                                     w if w >= 0 else None,
+                                                     first_wait_t[c] if w >= 0 else None, exposed[c])))
         return out
 
     def _memory_curve(self, order: Schedule, curve) -> list[tuple[float, int]]:
@@ -375,6 +412,35 @@ class _Replay:
                            np.asarray(self.issue, dtype=float), np.asarray(self.start, dtype=float))
         nodes_at = np.asarray(order.order, dtype=np.int64).reshape(n)[changed]
         return list(zip(at_node[nodes_at].tolist(), live[changed].tolist(), strict=True))
+
+
+def _summed(graph: Graph, order: Schedule, dur: list[float], slowdown: float, *, makespan: float,
+            total_compute: float, comm_by_group: dict, exposed: float, slowed: float,
+            replay: _Replay | None = None) -> SimResult:
+    """The :class:`SimResult` of a replayed order from its totals (``comm_by_group`` in
+    order of first issue: the overlap's total adds them in that order), the lower bounds and
+    the order's peak memory; the events, collective timings and memory curve from ``replay``
+    (None: left empty)."""
+    total_comm = sum(comm_by_group.values())
+    overlap = 1.0 if total_comm <= 0.0 else min(1.0, max(0.0, 1.0 - exposed / total_comm))
+    bounds = lower_bounds(graph, dur, slowdown)
+    peak, curve = peak_memory(graph, order)
+    return SimResult(
+        makespan_us=makespan,
+        total_compute_us=total_compute,
+        comm_us_by_group=dict(sorted(comm_by_group.items())),
+        exposed_comm_us=exposed,
+        overlap_ratio=overlap,
+        lower_bound_us=bounds.value,
+        critical_path_us=bounds.critical_path_us,
+        peak_memory_bytes=peak,
+        events=replay.events if replay is not None else [],
+        collectives=replay._timings() if replay is not None else [],
+        memory_curve=replay._memory_curve(order, curve) if replay is not None else [],
+        lower_bounds=bounds,
+        compute_slowdown=slowdown,
+        slowed_compute_us=slowed,
+    )
 
 
 def _wait_first(nodes, i: int) -> InvariantViolation:

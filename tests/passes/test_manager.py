@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import pytest
@@ -14,6 +14,7 @@ from commopt.ir.graph import Graph, NodeKind
 from commopt.passes.base import Pass, PassContext
 from commopt.passes.manager import PassManager
 from commopt.passes.sink_waits import SinkWaits
+from commopt.sim import simulate
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,17 @@ def test_records_carry_before_and_after_of_each_pass():
     assert first.after.makespan_us < first.before.makespan_us
     assert second.before == first.after
     assert result.final == second.after and result.initial == first.before
+
+
+def test_only_the_input_and_final_orders_are_simulated_in_full():
+    g = _graph()
+    ctx = _ctx(g, 10.0)
+    result = PassManager([AllGathersFirst(), SinkWaits()]).run(g, g.original_order, ctx)
+    first, _ = result.records
+    assert result.initial.events and result.final.events and result.final.memory_curve
+    assert first.after.events == [] and first.after.collectives == [] and first.after.memory_curve == []
+    full = simulate(g, AllGathersFirst().run(g, g.original_order, ctx), ctx.durations_us)
+    assert first.after == replace(full, events=[], collectives=[], memory_curve=[])
 
 
 @dataclass(frozen=True)

@@ -280,3 +280,19 @@ def test_makespan_only_replay_matches_the_full_one(case):
     g, order, durations = case
     assert makespan_us(g, order, durations) == simulate(g, order, durations).makespan_us
 
+
+
+@given(graphs_and_orders(), st.sampled_from([1.0, 1.25]))
+def test_numbers_only_simulation_matches_the_full_one(case, factor):
+    """:func:`commopt.sim.simulate_numbers` is :func:`simulate` without the per-event records:
+    every number the same float (repr: bit for bit), durations that are not sums of halves."""
+    import dataclasses
+
+    from commopt.sim import simulate_numbers
+
+    g, order, durations = case
+    durations = [d * 0.1 for d in durations]
+    full = simulate(g, order, durations, compute_slowdown=factor)
+    numbers = simulate_numbers(g, order, durations, compute_slowdown=factor)
+    assert numbers.events == [] and numbers.collectives == [] and numbers.memory_curve == []
+    assert repr(numbers) == repr(dataclasses.replace(full, events=[], collectives=[], memory_curve=[]))
