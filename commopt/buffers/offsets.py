@@ -14,11 +14,10 @@ per call site; it is never below :func:`lower_bound`.
 
 from __future__ import annotations
 
-import operator
 import random
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
-from itertools import chain
+from itertools import chain, islice
 
 import numpy as np
 
@@ -368,11 +367,18 @@ def _best_fit(size: int, found: list[list[int]]) -> int:
         ends.sort()
     # With starts and ends sorted separately, the free gaps of the union are exactly
     # [ends[k], starts[k + 1]) where positive (the k+1 smallest starts and ends pair up).
-    gaps = list(map(operator.sub, starts[1:], ends))
-    best = min(filter(size.__le__, gaps), default=None)
-    if starts[0] >= size and (best is None or starts[0] <= best):
-        return 0  # below every range
-    return ends[-1] if best is None else ends[gaps.index(best)]
+    # One pass over them, lowest first, keeping the first smallest that fits (an exact fit
+    # cannot be beaten); the gap below every range is the lowest of all.
+    at, best = (0, starts[0]) if starts[0] >= size else (ends[-1], None)
+    if best == size:
+        return 0
+    for end, start in zip(ends, islice(starts, 1, None), strict=False):  # the last end: none
+        gap = start - end
+        if gap >= size and (best is None or gap < best):
+            at, best = end, gap
+            if gap == size:
+                break
+    return at
 
 
 def greedy_best_fit(order: Sequence[int], sizes: Sequence[int], firsts: Sequence[int],

@@ -16,11 +16,13 @@ from commopt.buffers.offsets import assign_offsets, lower_bound
 from commopt.buffers.persistent import NO_PERSISTENT, PersistentParams, find_persistent_params
 from commopt.errors import OptionError
 from commopt.ir.graph import Graph
+from commopt.report.trusted import maker
 from commopt.schemas import buffer_plan as schema
 from commopt.schemas.buffer_plan import (
     BufferPlan,
     GroupArena,
     PlanComparison,
+    PlannedBuffer,
     PlanTotals,
 )
 
@@ -97,8 +99,8 @@ def plan_buffers(
         persistent_params=_persistent_entry(graph, persistent, arenas),
         digest="",
     )
-    # the digest from the plain data the buffers were validated from: dumping 100,000s of
-    # buffer models again would cost as much as building them (plan_digest(plan) is equal)
+    # the digest from the plain data the buffers were made from: dumping 100,000s of buffer
+    # models again would cost more than making them (plan_digest(plan) is equal)
     doc = plan.model_dump(mode="json", exclude={"digest": True, "groups": {"__all__": {"buffers"}}})
     for arena_doc, (_, rows) in zip(doc["groups"], planned, strict=True):
         arena_doc["buffers"] = rows
@@ -156,6 +158,9 @@ def _packings(graph: Graph, order: Sequence[int], types: tuple[str, ...] | None,
     return [lifetimes.packing(buffers, align) for _, buffers in lifetimes.groups]
 
 
+#: A :class:`PlannedBuffer` of values already of its fields' types, in the schema's order.
+_planned_buffer = maker(PlannedBuffer)
+
 #: A buffer's role as its name spells it (:meth:`commopt.buffers.lifetimes.BufferSpec.name`).
 _ROLE_NAMES = {"input": "in", "output": "out", "inout": "inout"}
 
@@ -168,10 +173,11 @@ def _plan_group(graph: Graph, group: str, lifetimes: _Lifetimes, buffers: list[i
     nodes = graph.nodes
     table_rows, firsts, lasts, zero_copy = lifetimes.rows, lifetimes.firsts, lifetimes.lasts, \
         lifetimes.zero_copy
-    # plain data validated once per arena (pydantic-core checks nested data far faster than
-    # it builds 100,000s of models one call at a time); keys in the schema's order, the
-    # fields a dump omits left out, so the rows are also what the digest hashes
-    rows = []
+    # the rows: plain data in the schema's key order, the fields a dump omits left out, so
+    # they are also what the digest hashes; the buffers made from them without validation
+    # (every value is already of its field's type, :mod:`commopt.report.trusted`): checking
+    # 100,000s of rows cost more than making them; the arena holding them is still validated
+    rows, planned = [], []
     for b, off, size in zip(buffers, packed.offsets, packed.sizes, strict=True):
         c, role, k, value, _, meta, padded, local, producer, persistent, shared = table_rows[b]
         coll = nodes[c]
@@ -186,10 +192,12 @@ def _plan_group(graph: Graph, group: str, lifetimes: _Lifetimes, buffers: list[i
             "producer": nodes[producer].name if producer is not None else None,
             "zero_copy": zero_copy[b],
         }
+        shared_with = [_read_name(graph, c, k) for c, k in shared]
+        planned.append(_planned_buffer(row | {"persistent": persistent, "shared_with": shared_with}))
         if persistent:
             row["persistent"] = True
-        if shared:
-            row["shared_with"] = [_read_name(graph, c, k) for c, k in shared]
+        if shared_with:
+            row["shared_with"] = shared_with
         rows.append(row)
     arena = GroupArena.model_validate({
         "group": group,
@@ -198,7 +206,7 @@ def _plan_group(graph: Graph, group: str, lifetimes: _Lifetimes, buffers: list[i
         "lower_bound_bytes": packed.lower_bound,
         "per_call_site_bytes": packed.per_call_site,
         "heuristic": packed.heuristic,
-        "buffers": rows,
+        "buffers": planned,
     })
     return arena, rows
 

@@ -169,3 +169,20 @@ def test_without_all_gather_buffers_no_parameter_is_placed_and_the_plan_says_why
     assert validate_plan(g, None, plan) == [] and _slots(plan) == []
     (left,) = plan.persistent_params.not_qualified
     assert left.param == "w" and "--comm-buffers" in left.reason
+
+
+@pytest.mark.parametrize("persistent", [None, "all"])
+def test_plan_file_writes_each_buffer_as_its_model_dump(persistent) -> None:
+    """The plan file reads each buffer's fields directly (planfile._buffer_doc): the same as
+    pydantic's dump, persistent slots and shared slots included, planned or loaded."""
+    from commopt.buffers.planfile import _buffer_doc
+
+    g = regather_graph()
+    plan = plan_buffers(g, persistent_params=persistent)
+    loaded = type(plan).model_validate_json(plan_json(plan))
+    docs = [_buffer_doc(b) for p in (plan, loaded) for a in p.groups for b in a.buffers]
+    assert docs == [b.model_dump(mode="json") for p in (plan, loaded) for a in p.groups for b in a.buffers]
+    assert any(d.get("shared_with") for d in docs)
+    assert any(d.get("persistent") for d in docs) == (persistent == "all")
+    assert [list(d) for d in docs] == [list(b.model_dump(mode="json")) for p in (plan, loaded)
+                                       for a in p.groups for b in a.buffers]  # key order too
