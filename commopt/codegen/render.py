@@ -18,7 +18,7 @@ from itertools import chain
 
 from commopt.codegen.model import RunnerModel
 from commopt.codegen.names import clean, comment
-from commopt.json_lines import compact_encoder
+from commopt.json_lines import compact_each, compact_encoder
 
 _SECTION = re.compile(r"^# @@(?P<name>[A-Z ]+)@@\n.*?^# @@END (?P=name)@@\n", re.S | re.M)
 
@@ -160,6 +160,8 @@ def _table(name: str, value: object) -> str:
 
 #: ``json.dumps`` (default options) of one table row, without building an encoder per row.
 _json_row = compact_encoder(ensure_ascii=True, separators=(", ", ": "))
+#: :data:`_json_row` of each of many rows, with no Python call per row.
+_json_rows = compact_each(ensure_ascii=True, separators=(", ", ": "))
 
 
 #: Lines of a JSON table joined into one piece of text at a time: each block's row texts are
@@ -178,7 +180,7 @@ def _json_table(name: str, rows: list, per_line: int = 1) -> list[str]:
     for start in range(0, len(rows), block_rows):
         block = rows[start:start + block_rows]
         # a slice's JSON is its rows' JSON joined by the item separator, inside brackets
-        lines = map(_json_row, block) if per_line == 1 else (
+        lines = _json_rows(block) if per_line == 1 else (
             _json_row(block[k:k + per_line])[1:-1] for k in range(0, len(block), per_line))
         # the separators hold no quote: escaping the joined text escapes every row
         separated += (",\n    ", ",\n    ".join(lines).replace("'", "\\u0027"))

@@ -51,24 +51,31 @@ def write_mode(node: Node) -> WriteMode | None:
 
 
 def out_overload_reason(node: Node) -> str | None:
-    """Why the node's arguments do not fit its op's ``.out`` overload (None: they fit)."""
-    schemas = _schemas(node.op)
+    """Why the node's arguments do not fit its op's ``.out`` overload (None: they fit).
+    The answer depends only on the op, the number of positional arguments and the keyword
+    names, so it is worked out once per such call shape (every layer repeats a few)."""
+    return _out_overload_reason(node.op, len(node.args), tuple(node.kwargs))
+
+
+@cache
+def _out_overload_reason(op: str, n_args: int, kwarg_names: tuple) -> str | None:
+    schemas = _schemas(op)
     if schemas is None:
-        return f"{node.op} has no .out overload with a single 'out' argument"
+        return f"{op} has no .out overload with a single 'out' argument"
     functional, out = schemas
     positional = [a for a in out if not a[2]]
-    if len(node.args) > len(positional):
-        return f"{len(node.args)} positional arguments, the .out overload takes {len(positional)}"
-    for k in range(len(node.args)):
+    if n_args > len(positional):
+        return f"{n_args} positional arguments, the .out overload takes {len(positional)}"
+    for k in range(n_args):
         if k >= len(functional) or functional[k][:2] != positional[k][:2]:
-            return f"positional argument {k} differs between {node.op} and its .out overload"
+            return f"positional argument {k} differs between {op} and its .out overload"
     by_name = {a[0]: a for a in out}
     functional_by_name = {a[0]: a for a in functional}
-    for name in node.kwargs:
+    for name in kwarg_names:
         if name not in by_name:
-            return f"the .out overload of {node.op} has no argument {name!r}"
+            return f"the .out overload of {op} has no argument {name!r}"
         if functional_by_name.get(name, by_name[name])[1] != by_name[name][1]:
-            return f"argument {name!r} has another type in the .out overload of {node.op}"
+            return f"argument {name!r} has another type in the .out overload of {op}"
     return None
 
 
