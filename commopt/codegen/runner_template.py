@@ -789,6 +789,16 @@ def add_collective(program: Program, record) -> None:
         return
     launchers = [tensor_launcher(program, ctype, group_var, reduce_op, t) for t in tensors]
     n = len(launchers)
+    if n == 1 and not coalesced:  # the usual case, without the loop and lists below
+        launch = launchers[0]
+
+        def issue_one(src, *extra_values):
+            work, out = launch(src, extra_values)
+            works[node] = [work]
+            return out
+
+        program.add(node, issue_one, [{"v": tensors[0][0]}, *extra])
+        return
 
     def issue(*values):
         extra_values, handles, outs = values[n:], [], []
@@ -834,6 +844,21 @@ def tensor_launcher(program: Program, ctype, group_var, reduce_op, tensor):
                            dtype=dt, device=device)
 
     issue = direct_issue(ctype, group, op, dt)
+    if issue is not None and view is not None:
+        # Both tensors fixed (the arena's): what sent and received below return, decided now
+        out = view if ctype in ("all_reduce", "broadcast") else out_view
+        if out is not None:
+            if copy_in:
+                def launch_copied(src, extra):
+                    view.copy_(src)
+                    return issue(out, view, extra), out
+
+                return launch_copied
+
+            def launch_placed(src, extra):
+                return issue(out, view, extra), out
+
+            return launch_placed
 
     def launch(src, extra):
         inp = sent(src)
