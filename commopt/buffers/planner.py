@@ -16,7 +16,6 @@ from commopt.buffers.offsets import assign_offsets, lower_bound
 from commopt.buffers.persistent import NO_PERSISTENT, PersistentParams, find_persistent_params
 from commopt.errors import OptionError
 from commopt.ir.graph import Graph
-from commopt.report.trusted import maker
 from commopt.schemas import buffer_plan as schema
 from commopt.schemas.buffer_plan import (
     BufferPlan,
@@ -25,6 +24,7 @@ from commopt.schemas.buffer_plan import (
     PlannedBuffer,
     PlanTotals,
 )
+from commopt.trusted import maker
 
 #: Default alignment of every buffer offset and size, in bytes. 512 B is the granularity of
 #: PyTorch's CUDA caching allocator (``kMinBlockSize``), so a buffer carved from the arena is
@@ -175,7 +175,7 @@ def _plan_group(graph: Graph, group: str, lifetimes: _Lifetimes, buffers: list[i
         lifetimes.zero_copy
     # the rows: plain data in the schema's key order, the fields a dump omits left out, so
     # they are also what the digest hashes; the buffers made from them without validation
-    # (every value is already of its field's type, :mod:`commopt.report.trusted`): checking
+    # (every value is already of its field's type, :mod:`commopt.trusted`): checking
     # 100,000s of rows cost more than making them; the arena holding them is still validated
     rows, planned = [], []
     for b, off, size in zip(buffers, packed.offsets, packed.sizes, strict=True):

@@ -22,7 +22,6 @@ from commopt.gc_freeze import collector_paused, freeze_long_lived
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
 from commopt.report.explain import advise, explain_exposed
-from commopt.report.trusted import maker
 from commopt.schemas.report import (
     CollectiveReport,
     EventColumns,
@@ -34,6 +33,7 @@ from commopt.schemas.report import (
 )
 from commopt.schemas.summary import Certificate
 from commopt.sim.result import COMPUTE_LANE, SimResult, comm_lane
+from commopt.trusted import maker
 
 #: The memory curve keeps at most this many points (each bucket keeps its peak).
 MEMORY_POINTS = 4096

@@ -1,11 +1,11 @@
-"""Report models made from values that already have their fields' types, without validation.
+"""Models made from values that already have their fields' types, without validation.
 
-A 100,000-node report holds 100,000s of events and nodes. pydantic validating them from
-dicts cost more than the rest of building the report (about 0.7 of 1.5 CPU seconds). The
-report builder converts every value itself (``float()``, ``int()``, names that are ``str``
-in the graph), so it is valid by construction: :func:`maker` turns such a dict into the
-instance pydantic would have built, as ``model_construct`` does without its per-call
-overhead. Whatever holds these instances is still validated as usual; pydantic takes an
+A 100,000-node report holds 100,000s of events and nodes, its buffer plan tens of thousands
+of buffers. pydantic validating them from dicts cost more than the rest of building the
+report (about 0.7 of 1.5 CPU seconds). The report builder and the buffer planner convert
+every value themselves (``float()``, ``int()``, names that are ``str`` in the graph), so
+what they make is valid by construction: :func:`maker` turns such a dict into the instance
+pydantic would have built, as ``model_construct`` does without its per-call overhead. Whatever holds these instances is still validated as usual; pydantic takes an
 instance of the right class as it is.
 """
 

@@ -6,9 +6,9 @@ import pytest
 from pydantic import BaseModel, PrivateAttr
 
 from commopt.report.build import build_report
-from commopt.report.trusted import maker
 from commopt.schemas.report import OverlapReport, ReportEvent
 from commopt.sim.result import CollectiveTiming, SimEvent
+from commopt.trusted import maker
 from tests.report.samples import durations, hand_sim, two_groups
 
 _VALUES = {"node": "w0", "lane": "compute", "row": 1, "step": 7, "start_us": 1.5,
