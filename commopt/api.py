@@ -351,8 +351,8 @@ class _OriginalOrderWork:
     outputs are written, its buffers' arena totals. Each is handed out only for the graph
     and durations the child worked on (a run that keeps each group's order swaps the graph)."""
 
-    def __init__(self, job, graph: Graph, durations: list[float]) -> None:
-        self._job, self._graph, self._durations = job, graph, durations
+    def __init__(self, job, graph: Graph, durations: list[float], packed: bool) -> None:
+        self._job, self._graph, self._durations, self._packed = job, graph, durations, packed
 
     def makespans(self, graph: Graph, durations: list[float]) -> list[float] | None:
         """The input order's scenario makespans on ``graph`` (None: another graph)."""
@@ -363,7 +363,7 @@ class _OriginalOrderWork:
     def totals_of(self, graph: Graph):
         """A callable returning the input order's (arena bytes, lower bound bytes) on
         ``graph``, or None for another graph or when the child did not pack them."""
-        if graph is not self._graph:
+        if graph is not self._graph or not self._packed:
             return None
         return lambda: self._job.value()[1]
 
@@ -379,6 +379,8 @@ def _original_order_beside(graph: Graph, durations: list[float], options: Output
     ``packing``, its buffers' arena totals for the plan comparison) while this process runs
     the passes; None where forking does not pay (:func:`commopt.forked.worth_forking`) or
     the graph has no collectives (then neither is needed). The child only reads."""
+    import tempfile
+
     from commopt.buffers.planner import DEFAULT_ALIGN_BYTES, original_arena_totals
     from commopt.forked import RenderJob, worth_forking
     from commopt.sim.robustness import makespans, perturbations
@@ -395,9 +397,9 @@ def _original_order_beside(graph: Graph, durations: list[float], options: Output
                                        persistent_params=options.persistent_params) if packing else None
         return spans, totals
 
-    import tempfile
-
-    return _OriginalOrderWork(RenderJob(work, tempfile.gettempdir(), fork=True), graph, durations)
+    # the child writes no file: its job's empty scratch file goes to the temporary directory
+    return _OriginalOrderWork(RenderJob(work, tempfile.gettempdir(), fork=True), graph, durations,
+                              packing)
 
 
 def _memory_accounting(asked: str | None, options: OutputOptions, notes: list[str]) -> str:

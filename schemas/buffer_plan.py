@@ -10,7 +10,7 @@ memory. ``digest`` is the sha256 of the canonical JSON of everything else
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
@@ -32,8 +32,14 @@ class _OmitUnset(_Strict):
 
     @model_serializer(mode="wrap")
     def _omit_unset(self, handler):
-        data = handler(self)
-        for key in self._OMIT_UNSET:
+        return self.drop_unset(handler(self))
+
+    @classmethod
+    def drop_unset(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """``data``, a dump of this model's fields, without the ``_OMIT_UNSET`` ones that
+        hold their default, as every dump leaves them out (changed in place and returned):
+        the one rule, for writers that dump the fields themselves."""
+        for key in cls._OMIT_UNSET:
             if key in data and data[key] in (None, False, []):
                 del data[key]
         return data

@@ -281,7 +281,6 @@ def test_makespan_only_replay_matches_the_full_one(case):
     assert makespan_us(g, order, durations) == simulate(g, order, durations).makespan_us
 
 
-
 @given(graphs_and_orders(), st.sampled_from([1.0, 1.25]))
 def test_numbers_only_simulation_matches_the_full_one(case, factor):
     """:func:`commopt.sim.simulate_numbers` is :func:`simulate` without the per-event records:
