@@ -125,6 +125,8 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
                                 persistent_params=options.persistent_params)
         notes = list(result.summary.notes)
         if forking:
+            from commopt.report import timeline_data
+
             with progress.stage("generate runner (forked)"):
                 rendering[_RUNNER_JOB] = RenderJob(lambda fh: _render_runner(g, order, plan, fh),
                                                    output_dir, fork=True)
@@ -142,6 +144,8 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
                     rendering[graph_file] = RenderJob(
                         lambda fh: _render_json_graph(g, order, fh, output_dir / graph_file),
                         output_dir, fork=False)
+            with progress.stage("render report.html timelines"):  # the part the runner's figures leave alone
+                timelines = timeline_data(report)
             with progress.stage("wait for the forked runner"):
                 runner_job = rendering.pop(_RUNNER_JOB)
                 try:
@@ -172,7 +176,7 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
                 report = report.model_copy(update={"footprint": footprint})
             with progress.stage("render report.html"):
                 rendering[REPORT_HTML] = RenderJob(
-                    lambda fh: _render_html(report, fh, output_dir / REPORT_HTML), output_dir,
+                    lambda fh: _render_html(report, fh, output_dir / REPORT_HTML, timelines), output_dir,
                     fork=False)
     except BaseException:
         for job in rendering.values():
@@ -331,14 +335,15 @@ def _render_json_graph(graph, order: list[int], fh: IO[bytes], path: Path) -> No
         fh.write(json_graph_text(graph, order).encode("utf-8"))
 
 
-def _render_html(report: OverlapReport, fh: IO[bytes], path: Path) -> None:
+def _render_html(report: OverlapReport, fh: IO[bytes], path: Path, timelines: str) -> None:
     """``report.html`` of ``report`` written into the open binary file ``fh``, as
-    :func:`commopt.report.write_html` writes it to ``path``."""
+    :func:`commopt.report.write_html` writes it to ``path`` (``timelines``: the report's
+    :func:`~commopt.report.html.timeline_data`, rendered earlier)."""
     from commopt import atomic
     from commopt.report import render_html
 
     with atomic.write_errors(path):
-        fh.write(render_html(report).encode("utf-8"))
+        fh.write(render_html(report, timelines).encode("utf-8"))
 
 
 def _render_trace(report: OverlapReport, fh: IO[bytes], path: Path) -> None:

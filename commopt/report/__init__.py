@@ -20,6 +20,7 @@ _LAZY = {
     "explain_exposed": "commopt.report.explain:explain_exposed",
     "render_text": "commopt.report.text:render_text",
     "render_html": "commopt.report.html:render_html",
+    "timeline_data": "commopt.report.html:timeline_data",
     "write_html": "commopt.report.html:write_html",
     "render_trace": "commopt.report.trace:render_trace",
     "write_trace": "commopt.report.trace:write_trace",

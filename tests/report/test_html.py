@@ -7,7 +7,8 @@ import re
 
 from commopt.ir.builder import GraphBuilder
 from commopt.report.build import build_report
-from commopt.report.html import render_html, report_data, write_html
+from commopt.report.html import render_html, report_data, timeline_data, write_html
+from commopt.schemas.summary import MemoryFootprint
 from tests.report.samples import durations, hand_sim, naive_order, naive_sim, two_groups
 
 
@@ -49,6 +50,19 @@ def test_embedded_data_holds_every_lane_and_event():
     dp = after["lanes"][1]["ev"]
     assert [names[dp[k + 2]] for k in range(0, len(dp), 5)] == ["ag_a", "ag_b"]
     assert data == report_data(r)
+
+
+def test_timelines_rendered_before_the_summary_is_final_give_the_same_page():
+    """The optimize command renders the timelines while the runner's child still computes the
+    footprint the summary table shows: they must not depend on it (or on the notes)."""
+    r = _report()
+    final = r.model_copy(update={
+        "footprint": MemoryFootprint(budget_bytes=300, before_bytes=200, after_bytes=250,
+                                     arena_before_bytes=20, arena_after_bytes=30),
+        "notes": [*r.notes, "a note added at the end"]})
+    early = timeline_data(r)
+    assert render_html(final, early) == render_html(final)
+    assert "250 B" in render_html(final, early) and "a note added at the end" in render_html(final, early)
 
 
 def test_tables_are_in_the_page():
