@@ -213,9 +213,17 @@ def optimize(
         raise OptionError(f"memory_accounting must be 'footprint' or 'live-tensors', not "
                           f"{memory_accounting!r}", field="memory_accounting")
     footprint_budget = None
-    if memory_accounting == "footprint":
-        with progress.stage("footprint budget"):
-            footprint_budget = _footprint_budget(g, max_memory_increase, output_options)
+    bounds_beside = _lower_bounds_beside(g, durs, compute_slowdown, jobs)
+    try:
+        if memory_accounting == "footprint":
+            with progress.stage("footprint budget"):
+                footprint_budget = _footprint_budget(g, max_memory_increase, output_options)
+        if bounds_beside is not None:
+            with progress.stage("lower bounds (forked)"):
+                _take_lower_bounds(bounds_beside, g, durs)
+    finally:
+        if bounds_beside is not None:
+            bounds_beside.cancel()
 
     def context(graph: Graph) -> PassContext:
         return PassContext.for_graph(graph, durs, max_memory_increase=max_memory_increase,
@@ -400,6 +408,43 @@ def _original_order_beside(graph: Graph, durations: list[float], options: Output
     # the child writes no file: its job's empty scratch file goes to the temporary directory
     return _OriginalOrderWork(RenderJob(work, tempfile.gettempdir(), fork=True), graph, durations,
                               packing)
+
+
+def _lower_bounds_beside(graph: Graph, durations: list[float], compute_slowdown: float, jobs: int):
+    """A forked child computing the graph's lower bounds (:func:`commopt.sim.bounds.lower_bounds`:
+    they depend on the graph and durations only, and the passes' first simulation needs them)
+    while this process computes the footprint budget: at 100k nodes both take about half a
+    second. None where forking does not pay (:func:`commopt.forked.worth_forking`) or the
+    graph has no collectives (the passes do not run)."""
+    import tempfile
+
+    from commopt.forked import RenderJob, worth_forking
+    from commopt.sim.bounds import computed_lower_bounds, lower_bounds
+    from commopt.sim.model import step_durations
+
+    if not worth_forking(len(graph), jobs) or not graph.collectives():
+        return None
+
+    def work(_fh) -> dict[float, object]:
+        lower_bounds(graph, step_durations(graph, durations), compute_slowdown)
+        return computed_lower_bounds(graph)
+
+    # the child writes no file: its job's empty scratch file goes to the temporary directory
+    return RenderJob(work, tempfile.gettempdir(), fork=True)
+
+
+def _take_lower_bounds(job, graph: Graph, durations: list[float]) -> None:
+    """The lower bounds ``job`` (:func:`_lower_bounds_beside`) computed, kept for the
+    passes' simulations of ``graph`` with ``durations``. A child that failed or was killed
+    leaves them to be computed here, where an error they raise is raised as without a child."""
+    from commopt.sim.bounds import remember_lower_bounds
+    from commopt.sim.model import step_durations
+
+    try:
+        computed = job.value()
+    except Exception:  # computed again here, where a real error is raised as without a child
+        return
+    remember_lower_bounds(graph, step_durations(graph, durations), computed)
 
 
 def _memory_accounting(asked: str | None, options: OutputOptions, notes: list[str]) -> str:

@@ -281,3 +281,18 @@ def test_the_original_order_child_is_stopped_when_the_passes_fail(tmp_path, monk
     with pytest.raises(RuntimeError, match="a pass broke"):
         commopt.optimize(_small("small"), output_dir=tmp_path / "out", timings=False, jobs=2)
     assert len(cancelled) == 1 and cancelled[0]._job._pid is None
+
+
+def test_lower_bounds_from_a_child_that_died_are_computed_in_process(tmp_path, monkeypatch):
+    """The child computing the lower bounds beside the footprint budget is killed before it
+    reports: the bounds are computed here and the output set is the one a run without
+    children writes."""
+    commopt.optimize(_small("small"), output_dir=tmp_path / "a", timings=False)
+
+    def killed(_graph):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
+    monkeypatch.setattr("commopt.sim.bounds.computed_lower_bounds", killed)
+    commopt.optimize(_small("small"), output_dir=tmp_path / "b", timings=False, jobs=2)
+    assert _listing(tmp_path / "b") == _listing(tmp_path / "a")

@@ -126,6 +126,24 @@ def lower_bounds(graph: Graph, durations: Sequence[float], compute_slowdown: flo
     return result
 
 
+def computed_lower_bounds(graph: Graph) -> dict[float, LowerBounds]:
+    """The lower bounds :func:`lower_bounds` last computed for ``graph``, by compute slowdown
+    (what :func:`remember_lower_bounds` takes), e.g. to hand them from a forked child to its
+    parent."""
+    return {slowdown: bounds for slowdown, (_, bounds) in _LAST.get(graph, {}).items()}
+
+
+def remember_lower_bounds(graph: Graph, durations: Sequence[float],
+                          computed: dict[float, LowerBounds]) -> None:
+    """Keep ``computed`` (:func:`computed_lower_bounds` of a process that had the same
+    ``graph``, such as a forked child) as :func:`lower_bounds`' results for ``durations``, so
+    the next call with them returns them instead of computing them again."""
+    durations = list(durations)
+    last = _LAST.setdefault(graph, {})
+    for slowdown, bounds in computed.items():
+        last[slowdown] = (durations, bounds)
+
+
 def critical_path_us(graph: Graph, durations_us: Sequence[float]) -> float:
     """Longest chain of durations through data and ordering edges, order-independent
     (the latest head end, :func:`heads`)."""

@@ -269,3 +269,28 @@ def test_the_fsdp_corpus_graph_is_proven_optimal_by_the_cheap_bounds(repo_root):
     cert = r.summary.certificate
     assert cert.proven_optimal and cert.bounds_us["compute_heads_tails"] == pytest.approx(cert.lower_bound_us)
     assert cert.bounds_us["critical_path"] < 0.9 * cert.lower_bound_us
+
+
+def test_bounds_handed_over_from_another_process_are_returned_without_computing_them(monkeypatch):
+    """commopt.api computes the bounds in a forked child beside the footprint budget and hands
+    them to the passes' simulations: for the same durations they are returned as given, with
+    and without a compute slowdown (which also keeps the bounds without it)."""
+    from commopt.sim import bounds
+    from commopt.synth import fsdp_tp_stack
+
+    g = fsdp_tp_stack(2, dp=2, tp=2, hidden=64, tokens=32)
+    d = step_durations(g, [1.0 + (i % 7) for i in range(len(g))])
+    slowed = lower_bounds(g, d, 1.5)
+    plain = lower_bounds(g, d)
+    handed = bounds.computed_lower_bounds(g)
+    assert handed == {1.0: plain, 1.5: slowed}
+    bounds._LAST.pop(g)
+
+    def not_again(*_args):
+        raise AssertionError("computed again")
+
+    monkeypatch.setattr(bounds, "heads", not_again)
+    bounds.remember_lower_bounds(g, d, handed)
+    assert lower_bounds(g, d) is plain and lower_bounds(g, d, 1.5) is slowed
+    with pytest.raises(AssertionError, match="computed again"):  # other durations: computed
+        lower_bounds(g, [2 * x for x in d])
