@@ -242,7 +242,7 @@ def optimize(
         other_run: list[PassTiming] = []  # the passes' second run, with or without group order
         if colls:
             with progress.stage("passes " + ",".join(names)):
-                pipeline = PassManager(pipeline_passes).run(g, g.original_order, ctx)
+                pipeline = PassManager(pipeline_passes, jobs=jobs).run(g, g.original_order, ctx)
             if not g.group_order:  # keeping each group's order is one of the free orders
                 free = g
                 with progress.stage("passes " + ",".join(names) + " (each group's order kept)"):

@@ -68,10 +68,13 @@ class PipelineResult:
 
 
 class PassManager:
-    """Runs ``passes`` in sequence (see the module docstring)."""
+    """Runs ``passes`` in sequence (see the module docstring). With ``jobs`` >= 2, on a
+    large graph, the first pass runs in a forked child while this process runs the others
+    as if it kept its input order (:meth:`_first_pass_beside`)."""
 
-    def __init__(self, passes: Sequence[Pass]) -> None:
+    def __init__(self, passes: Sequence[Pass], *, jobs: int = 1) -> None:
         self.passes = list(passes)
+        self.jobs = jobs
 
     def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> PipelineResult:
         """Run the pipeline on ``order``; raises InvariantViolation when a pass breaks one.
@@ -89,30 +92,116 @@ class PassManager:
 
     def _run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> PipelineResult:
         """:meth:`run`, with the collector as the caller left it."""
-        source, source_ctx = graph, ctx
         current = Schedule.of(graph, order)
         sim = ctx.simulate(graph, current)
-        result = PipelineResult(order=current, initial=sim, final=sim)
-        ran: list[str] = []
-        checked = False  # whether ``current`` passed check_order (the input order is not checked)
-        for k, p in enumerate(self.passes):
-            last = k == len(self.passes) - 1  # its order is the final one: simulated in full
+        run = _Run(graph, ctx, current, sim, PipelineResult(order=current, initial=sim, final=sim))
+        beside = self._first_pass_beside(run)
+        if beside is None:
+            self._steps(run, 0)
+        else:
+            try:
+                run = self._after_first_pass_beside(run, beside)
+            finally:
+                beside.cancel()
+        run.result.order = run.current
+        run.result.final = run.sim
+        for done in {id(g): g for g in (graph, run.graph)}.values():  # the passes' caches of them
+            forget_graph(done)
+        for used in {id(c): c for c in (ctx, run.ctx)}.values():
+            used.forget_orders()
+        return run.result
+
+    def _first_pass_beside(self, run: _Run):
+        """A forked child running the first pass on the input order, or None: only with
+        ``jobs`` >= 2 on a large graph (:func:`commopt.forked.worth_forking`), a pipeline of
+        commopt's own passes (a plug-in could have effects that must happen once, in this
+        process) of two or more, and an input order that keeps the invariants (the order the
+        first pass most often returns at scale: compute-overlap's one try at 100k nodes does
+        not fit the footprint budget). The child reports ``("same", seconds)`` when the pass
+        kept the order, ``("order", order, seconds)`` for another order, and ``("change",)``
+        for a rewritten graph (this process then runs the pass again itself)."""
+        from commopt.forked import RenderJob, worth_forking
+
+        passes = self.passes
+        if len(passes) < 2 or not worth_forking(len(run.graph), self.jobs) \
+                or not all(type(p).__module__.startswith("commopt.") for p in passes):
+            return None
+        if check_order(run.graph, run.current, allow_cross_group_reorder=run.ctx.allow_cross_group_reorder):
+            return None
+        first, graph, current, ctx = passes[0], run.graph, run.current, run.ctx
+
+        def work(_fh) -> tuple:
             t0 = time.perf_counter()
-            proposed = _run_pass(p, graph, current, ctx, ran)
+            proposed = _run_pass(first, graph, current, ctx, [])
             seconds = time.perf_counter() - t0
             if isinstance(proposed, GraphChange):
-                _check(proposed.graph, proposed.order, ctx, p.name, ran)
-                checked = True
-                graph, ctx = proposed.graph, ctx.with_durations(proposed.durations_us)
-                current = Schedule.of(graph, proposed.order)
-                after = (ctx.simulate if last else ctx.simulated)(graph, current)
+                return ("change",)
+            if proposed == current:
+                return ("same", seconds)
+            return ("order", list(proposed), seconds)
+
+        import tempfile
+
+        # the child writes no file: its job's empty scratch file goes to the temporary directory
+        return RenderJob(work, tempfile.gettempdir(), fork=True)
+
+    def _after_first_pass_beside(self, run: _Run, beside) -> _Run:
+        """The pipeline's run with its first pass in ``beside`` (:meth:`_first_pass_beside`):
+        the other passes run here from the input order meanwhile and are kept when the first
+        pass kept that order, the same records as a run in one process; otherwise (or when
+        the child died) they run again from the first pass's result. An error of the other
+        passes is raised only where a run in one process would meet it."""
+        ahead = _Run(run.graph, run.ctx, run.current, run.sim,
+                     PipelineResult(order=run.current, initial=run.sim, final=run.sim),
+                     checked=True, ran=[self.passes[0].name])
+        failed: Exception | None = None
+        try:
+            self._steps(ahead, 1)
+        except Exception as exc:  # raised only if the first pass kept the order (as in one process)
+            failed = exc
+        try:
+            outcome = beside.value()
+        except RuntimeError:  # the child ended without a result: the first pass runs here
+            outcome = ("change",)
+        if outcome[0] == "same":
+            if failed is not None:
+                raise failed
+            record = PassRecord(self.passes[0].name, run.sim, run.ctx.simulated(run.graph, run.current),
+                                outcome[1], False, None)
+            ahead.result.records.insert(0, record)
+            return ahead
+        if outcome[0] == "order":
+            self._steps(run, 0, first=(outcome[1], outcome[2]))
+        else:
+            self._steps(run, 0)
+        return run
+
+    def _steps(self, run: _Run, start: int, first: tuple[list[int], float] | None = None) -> None:
+        """Run the passes from index ``start`` on, advancing ``run``. ``first``: the order
+        and seconds of pass ``start`` when it already ran elsewhere."""
+        for k in range(start, len(self.passes)):
+            p = self.passes[k]
+            graph, ctx, current, sim = run.graph, run.ctx, run.current, run.sim
+            last = k == len(self.passes) - 1  # its order is the final one: simulated in full
+            if first is not None and k == start:
+                proposed, seconds = first
+            else:
+                t0 = time.perf_counter()
+                proposed = _run_pass(p, graph, current, ctx, run.ran)
+                seconds = time.perf_counter() - t0
+            if isinstance(proposed, GraphChange):
+                _check(proposed.graph, proposed.order, ctx, p.name, run.ran)
+                run.checked = True
+                run.graph, run.ctx = proposed.graph, ctx.with_durations(proposed.durations_us)
+                run.current = Schedule.of(run.graph, proposed.order)
+                after = (run.ctx.simulate if last else run.ctx.simulated)(run.graph, run.current)
                 record = PassRecord(p.name, sim, after, seconds, True, proposed.note)
-                _take_change(result, record, proposed, ctx)
-                ran.append(p.name)
-                sim = record.after
+                _take_change(run.result, record, proposed, run.ctx)
+                run.ran.append(p.name)
+                run.sim = record.after
                 continue
-            if not (checked and proposed == current):  # an order already checked is not again
-                _check(graph, proposed, ctx, p.name, ran)
+            if not (run.checked and proposed == current):  # an order already checked is not again
+                _check(graph, proposed, ctx, p.name, run.ran)
             new = Schedule.of(graph, proposed)  # as is when the pass returned a Schedule
             after = (ctx.simulate if last else ctx.simulated)(graph, new)
             note = None
@@ -120,17 +209,26 @@ class PassManager:
                 note = "order not taken: " + _budget_words(graph, new, ctx)
                 new, after = current, ctx.simulate(graph, current) if last else sim
             else:
-                checked = True
-            result.records.append(PassRecord(p.name, sim, after, seconds, new != current, note))
-            ran.append(p.name)
-            current, sim = new, after
-        result.order = current
-        result.final = sim
-        for done in {id(g): g for g in (source, graph)}.values():  # the passes' caches of them
-            forget_graph(done)
-        for used in {id(c): c for c in (source_ctx, ctx)}.values():
-            used.forget_orders()
-        return result
+                run.checked = True
+            run.result.records.append(PassRecord(p.name, sim, after, seconds, new != current, note))
+            run.ran.append(p.name)
+            run.current, run.sim = new, after
+
+
+@dataclass
+class _Run:
+    """Where a pipeline's run stands: the graph and context the next pass gets (a pass may
+    rewrite the graph), its input order and that order's simulation, whether the order passed
+    :func:`~commopt.invariants.check_order` (the input order is not checked), the passes run
+    so far and their records."""
+
+    graph: Graph
+    ctx: PassContext
+    current: Schedule
+    sim: SimResult
+    result: PipelineResult
+    checked: bool = False
+    ran: list[str] = field(default_factory=list)
 
 
 def _take_change(result: PipelineResult, record: PassRecord, change: GraphChange,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
@@ -13,6 +15,7 @@ from commopt.ir.builder import GraphBuilder
 from commopt.ir.graph import Graph, NodeKind
 from commopt.passes.base import Pass, PassContext
 from commopt.passes.manager import PassManager
+from commopt.passes.raise_comms import RaiseComms
 from commopt.passes.sink_waits import SinkWaits
 from commopt.sim import simulate
 
@@ -143,3 +146,98 @@ def test_the_passes_caches_of_a_graph_and_its_orders_go_when_the_pipeline_ends()
     assert not ctx._sims and not ctx._fitting
     # what lives on is in the result; asked again, the context simulates anew, the same
     assert ctx.simulate(g, result.order) == result.final
+
+
+@dataclass(frozen=True)
+class FailsOnTheInputOrder(Pass):
+    """A pass that raises when given the graph's original order, else keeps its input."""
+
+    name: ClassVar[str] = "fails-on-the-input-order"
+
+    def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int]:
+        if list(order) == list(graph.original_order):
+            raise RuntimeError("met the input order")
+        return list(order)
+
+
+# counted as one of commopt's passes, which alone run beside (a plug-in's effects happen once)
+FailsOnTheInputOrder.__module__ = "commopt.passes.test_double"
+
+
+def _numbers(result) -> list[tuple]:
+    return [(r.name, r.changed, r.note, r.before.makespan_us, r.after.makespan_us,
+             r.before.exposed_comm_us, r.after.exposed_comm_us) for r in result.records]
+
+
+def _beside(monkeypatch) -> list[int]:
+    """Forking on any graph, and the pass index each run of passes started from."""
+    starts: list[int] = []
+    steps = PassManager._steps
+
+    def recorded(self, run, start, first=None):
+        starts.append(start)
+        return steps(self, run, start, first)
+
+    monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
+    monkeypatch.setattr(PassManager, "_steps", recorded)
+    return starts
+
+
+def test_a_first_pass_run_beside_that_keeps_the_order_keeps_the_passes_run_meanwhile(monkeypatch):
+    """With jobs=2 the first pass runs in a forked child while the others run from the input
+    order; when it keeps that order their records are taken: the same as in one process."""
+    g = _graph()
+    start = SinkWaits().run(g, RaiseComms().run(g, g.original_order, _ctx(g, 1.0)), _ctx(g, 1.0))
+    passes = [SinkWaits(), RaiseComms(), SinkWaits()]
+    alone = PassManager(passes).run(g, start, _ctx(g, 1.0))
+    starts = _beside(monkeypatch)
+    beside = PassManager(passes, jobs=2).run(g, start, _ctx(g, 1.0))
+    assert starts == [1] and alone.records[0].changed is False
+    assert _numbers(beside) == _numbers(alone) and beside.order == alone.order
+
+
+def test_a_first_pass_run_beside_that_changes_the_order_runs_the_others_again(monkeypatch):
+    """The first pass moved nodes: what ran meanwhile is dropped, including its error (one
+    process would not meet it), and the passes run again from the first pass's order."""
+    g = _graph()
+    passes = [RaiseComms(), FailsOnTheInputOrder(), SinkWaits()]
+    alone = PassManager(passes).run(g, g.original_order, _ctx(g, 1.0))
+    starts = _beside(monkeypatch)
+    beside = PassManager(passes, jobs=2).run(g, g.original_order, _ctx(g, 1.0))
+    assert starts == [1, 0] and alone.records[0].changed is True
+    assert _numbers(beside) == _numbers(alone) and beside.order == alone.order
+
+
+def test_an_error_the_passes_meet_beside_a_first_pass_that_keeps_the_order_is_raised(monkeypatch):
+    g = _graph()
+    starts = _beside(monkeypatch)
+    with pytest.raises(RuntimeError, match="met the input order"):
+        PassManager([SinkWaits(), FailsOnTheInputOrder()], jobs=2).run(
+            g, g.original_order, _ctx(g, 1.0))
+    assert starts == [1]
+
+
+@dataclass(frozen=True)
+class DiesInAChild(Pass):
+    """A pass whose process is killed unless it is the test's own: keeps its input order."""
+
+    name: ClassVar[str] = "dies-in-a-child"
+    parent: int = 0
+
+    def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> list[int]:
+        if os.getpid() != self.parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return list(order)
+
+
+DiesInAChild.__module__ = "commopt.passes.test_double"
+
+
+def test_a_first_pass_whose_child_dies_runs_here(monkeypatch):
+    g = _graph()
+    passes = [DiesInAChild(parent=os.getpid()), RaiseComms()]
+    alone = PassManager(passes).run(g, g.original_order, _ctx(g, 1.0))
+    starts = _beside(monkeypatch)
+    beside = PassManager(passes, jobs=2).run(g, g.original_order, _ctx(g, 1.0))
+    assert starts == [1, 0]
+    assert _numbers(beside) == _numbers(alone) and beside.order == alone.order
