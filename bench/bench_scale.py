@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: The stages the optimize command reports, in the order it runs them, and their column name.
 STAGES = [("load", "load"), ("estimate", "estimate"), ("footprint budget", "budget"),
-          ("passes", "passes"), ("summary", "summary"),
+          ("lower bounds", "budget"), ("passes", "passes"), ("summary", "summary"),
           ("plan buffers", "plan"), ("generate runner", "runner"), ("build report", "report"),
           ("render trace.json", "trace"), ("render buffer_plan.json", "render plan"),
           ("render graph", "render graph"),
@@ -43,6 +43,8 @@ STAGES = [("load", "load"), ("estimate", "estimate"), ("footprint budget", "budg
           ("render report.html", "html"), ("write graph", "write graph"),
           ("write buffer plan", "write plan"), ("write runner", "write runner"),
           ("write reports", "write reports"), ("write summary", "write summary")]
+#: The stage columns, in order (several stages may share one).
+COLUMNS = list(dict.fromkeys(column for _, column in STAGES))
 _STAGE_LINE = re.compile(r"^(?P<name>[^:\n]+): (?P<seconds>\d+\.\d+) s$", re.M)
 
 
@@ -280,7 +282,7 @@ def run(quick: bool) -> str:
         whole.append([r["nodes"], r["jobs"], r["wall"], r["cpu"], f"{int(r['rss']) / 2**20:,.0f}",
                       f"{int(r['pss']) / 2**20:,.0f}" if r["pss"] else "-",
                       "ok" if r["code"] == 0 else f"exit {r['code']}: {r.get('error', '')}"])
-        shares.append([r["nodes"], r["jobs"], *(f"{100 * stages.get(c, 0.0) / r['wall']:.0f}%" for _, c in STAGES),
+        shares.append([r["nodes"], r["jobs"], *(f"{100 * stages.get(c, 0.0) / r['wall']:.0f}%" for c in COLUMNS),
                        f"{100 * max(0.0, r['wall'] - covered) / r['wall']:.0f}%"])
         by_kind = {"graph": None, "plan": None, "runner": None, "report": None, "trace": None,
                    "summary": None}
@@ -323,15 +325,18 @@ def run(quick: bool) -> str:
         table(["nodes", "jobs", "wall s", "CPU s", "peak RSS MiB", "peak PSS MiB, all processes",
                "result"], whole),
         "\nEach stage's share of the wall time (the stage lines of `-v`; budget: the original "
-        "order's footprint the passes keep to; summary: robustness scenarios and the result's "
+        "order's footprint the passes keep to, and with `--jobs 2` waiting for the child that "
+        "computes the lower bounds beside it; passes: with `--jobs 2` the first pass runs in a "
+        "child while the others run from the input order; summary: robustness scenarios and the result's "
         "footprint; write summary: summary.json and the manifest, which hashes every file; "
         "other: interpreter start, imports, the certificate and the exit). With `--jobs 2` "
         "the runner's stage starts its forked child (report, trace: starting a second child "
         "that renders trace.json, render plan and render graph run meanwhile), wait: waiting for the "
-        "runner's child; html: rendering report.html; write reports: copying both into place. "
+        "runner's child (report.html's timelines are rendered before it); html: rendering "
+        "report.html; write reports: copying both into place. "
         "With one process, plan includes the original order's packing and write reports the "
         "rendering of both files.\n",
-        table(["nodes", "jobs", *(c for _, c in STAGES), "other"], shares),
+        table(["nodes", "jobs", *COLUMNS, "other"], shares),
         "\nEach output's size in MB.\n",
         table(["nodes", "graph", "plan", "runner", "report.html", "trace.json", "summary"], files),
         "\nThe runner: generating it (its stage; \"forked\" where a child generated it beside "
