@@ -329,10 +329,10 @@ def _render_json_graph(graph, order: list[int], fh: IO[bytes], path: Path) -> No
     """The reordered graph as :func:`commopt.io.save_graph` writes it to the JSON ``path``,
     written into the open binary file ``fh``."""
     from commopt import atomic
-    from commopt.io.json_graph import json_graph_text
+    from commopt.io.json_graph import json_graph_chunks
 
     with atomic.write_errors(path):
-        fh.write(json_graph_text(graph, order).encode("utf-8"))
+        fh.writelines(chunk.encode("utf-8") for chunk in json_graph_chunks(graph, order))
 
 
 def _render_html(report: OverlapReport, fh: IO[bytes], path: Path, timelines: str) -> None:
@@ -340,10 +340,10 @@ def _render_html(report: OverlapReport, fh: IO[bytes], path: Path, timelines: st
     :func:`commopt.report.write_html` writes it to ``path`` (``timelines``: the report's
     :func:`~commopt.report.html.timeline_data`, rendered earlier)."""
     from commopt import atomic
-    from commopt.report import render_html
+    from commopt.report.html import html_chunks
 
     with atomic.write_errors(path):
-        fh.write(render_html(report, timelines).encode("utf-8"))
+        fh.writelines(chunk.encode("utf-8") for chunk in html_chunks(report, timelines))
 
 
 def _render_trace(report: OverlapReport, fh: IO[bytes], path: Path) -> None:

@@ -6,7 +6,7 @@ import json
 import math
 import re
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -895,33 +895,39 @@ def _raw_nodes(graph: Graph, raw: dict[str, Any], order: list[int]) -> list[Any]
 
 def dumps_document(doc: dict[str, Any]) -> str:
     """Serialize a graph document deterministically, one node per line."""
-    return _document_text(doc, list(map(dumps_line, doc.get("nodes", []))))
+    return "".join(document_chunks(doc, list(map(dumps_line, doc.get("nodes", [])))))
 
 
-def _document_text(doc: dict[str, Any], node_lines: list[str]) -> str:
-    """:func:`dumps_document` of ``doc`` whose nodes are the JSON texts ``node_lines``."""
-    lines = ["{"]
+#: Node lines per piece of :func:`document_chunks`: pieces of a few MB, so a large graph's
+#: text is never built (and its pages faulted in) whole, nor copied again to be encoded.
+_LINES_PER_CHUNK = 16_384
+
+
+def document_chunks(doc: dict[str, Any], node_lines: list[str]) -> Iterator[str]:
+    """The text :func:`dumps_document` gives ``doc`` whose nodes are the JSON texts
+    ``node_lines``, in pieces: first the head (every field but the nodes, up to the nodes'
+    opening line), then the node lines in batches, then the end."""
+    head = ["{"]
     for k, v in doc.items():
         if k != "nodes":
-            lines.append(f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},")
-    lines.append('  "nodes": [')
-    if node_lines:  # one join of the encoder's texts: no Python loop and string sums per node
-        lines.append("    " + ",\n    ".join(node_lines))
-    lines.append("  ]")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+            head.append(f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},")
+    head.append('  "nodes": [')
+    yield "\n".join(head) + "\n"
+    for at in range(0, len(node_lines), _LINES_PER_CHUNK):  # joins of the encoder's texts
+        yield ("    " if at == 0 else ",\n    ") + ",\n    ".join(node_lines[at:at + _LINES_PER_CHUNK])
+    yield ("\n" if node_lines else "") + "  ]\n}\n"
 
 
-def json_graph_text(graph: Graph, order: list[int] | None = None) -> str:
-    """The text of ``graph`` (nodes in ``order``) as a JSON graph file: what
+def json_graph_chunks(graph: Graph, order: list[int] | None = None) -> Iterator[str]:
+    """The text of ``graph`` (nodes in ``order``) as a JSON graph file, in pieces: what
     :func:`save_json_graph` writes (a caller may render it ahead of writing)."""
     doc = _document(graph, order)
     nodes = doc["nodes"]
     if type(nodes) is _NodeLines:  # kept lines as they are, other nodes encoded
-        return _document_text(doc, [x if type(x) is str else dumps_line(x) for x in nodes])
-    return dumps_document(doc)
+        return document_chunks(doc, [x if type(x) is str else dumps_line(x) for x in nodes])
+    return document_chunks(doc, list(map(dumps_line, nodes)))
 
 
 def save_json_graph(graph: Graph, path: str | Path, order: list[int] | None = None) -> None:
     """Write ``graph`` (nodes in ``order``) as a JSON graph file, atomically."""
-    atomic.write_text(path, json_graph_text(graph, order))
+    atomic.write_chunks(path, json_graph_chunks(graph, order))

@@ -39,7 +39,8 @@ from commopt.json_lines import dumps_line
 _NAME_VALUE = re.compile(r'": "(?<=(?:name|"ref|t_of|s_of)": ")([^"\\\x00-\x1f]+)"')
 _PLACEHOLDER = '"\\u0000"'  # JSON text of "\x00", which no line holds (no line has an escape)
 _NAME_TAIL = '": ' + _PLACEHOLDER  # what replaces a match of _NAME_VALUE in a template
-_NODES_START = '\n  "nodes": [\n    '
+_HEAD_END = '\n  "nodes": [\n'
+_NODES_START = _HEAD_END + "    "
 _NODES_SEP = ",\n    "
 _NAME_START = '{"name": "'
 _DOCUMENT_END = "\n  ]\n}\n"
@@ -56,7 +57,8 @@ def lined_graph(text: str, file: str | None, name_default: str) -> Graph | None:
         return None
     section = text[start + len(_NODES_START):-len(_DOCUMENT_END)]
     lines = section.split(_NODES_SEP)
-    if jg._document_text(head, lines) != text:  # header (and its order) as the writer's
+    # the head (fields and their order) as the writer's; the rest is the writer's by the split
+    if next(jg.document_chunks(head, lines)) != text[:start + len(_HEAD_END)]:
         return None
     try:
         nodes, groups = _read(head, section, lines, file)

@@ -20,6 +20,7 @@ import functools
 import html
 import json
 import os
+from collections.abc import Iterator
 from importlib import resources
 from itertools import groupby
 from typing import Any
@@ -77,16 +78,28 @@ _dumps = functools.partial(json.dumps, ensure_ascii=True, separators=(",", ":"),
                            sort_keys=True)
 
 
-def _encode(value: Any) -> str:
-    """The text :func:`_dumps` gives for ``value``, with each :class:`_Json` in it (a value
-    of a dict, or in a list of dicts) written as its text."""
+def _encode(value: Any, out: list[str]) -> None:
+    """Append to ``out`` the pieces of the text :func:`_dumps` gives for ``value``, with each
+    :class:`_Json` in it (a value of a dict, or in a list of dicts) written as its text: the
+    large arrays are joined once, at the end, not copied into each enclosing object's text."""
     if isinstance(value, _Json):
-        return value.text
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{_dumps(k)}:{_encode(value[k])}" for k in sorted(value)) + "}"
-    if isinstance(value, list) and value and isinstance(value[0], dict):
-        return "[" + ",".join(map(_encode, value)) + "]"
-    return _dumps(value)
+        out.append(value.text)
+    elif isinstance(value, dict):
+        sep = "{"
+        for k in sorted(value):
+            out.append(f"{sep}{_dumps(k)}:")
+            _encode(value[k], out)
+            sep = ","
+        out.append("}" if sep == "," else "{}")
+    elif isinstance(value, list) and value and isinstance(value[0], dict):
+        sep = "["
+        for item in value:
+            out.append(sep)
+            _encode(item, out)
+            sep = ","
+        out.append("]")
+    else:
+        out.append(_dumps(value))
 
 
 def _data_json(report: OverlapReport) -> str:
@@ -105,13 +118,15 @@ def _data_json(report: OverlapReport) -> str:
     schedules = [report.before] + ([report.after] if report.after is not None else [])
     titles = tables.lane_titles(report)
     span_us = max((s.makespan_us for s in schedules), default=0.0) or 1.0
-    return _encode({
+    out: list[str] = []
+    _encode({
         "span_us": _r(span_us),
         "mem_peak": max(s.peak_memory_bytes for s in schedules),
         "ops": ops,
         "nodes": nodes,
         "schedules": [_schedule_data(s, index, titles) for s in schedules],
-    })
+    }, out)
+    return "".join(out)
 
 
 #: The text of an event in a lane's array: start, end (ms-rounded JSON floats), node index,
@@ -218,6 +233,19 @@ def render_html(report: OverlapReport, timelines: str | None = None) -> str:
     """The complete, self-contained HTML page of ``report``. ``timelines``:
     :func:`timeline_data` of a report with the same nodes and schedules, when the caller
     already has it."""
+    return "".join(html_chunks(report, timelines))
+
+
+def html_chunks(report: OverlapReport, timelines: str | None = None) -> Iterator[str]:
+    """:func:`render_html`'s page in pieces, to write without copying it whole once more
+    (the timelines are most of it)."""
+    for part in _page_parts(report, timelines):
+        yield part
+        yield "\n"
+
+
+def _page_parts(report: OverlapReport, timelines: str | None) -> list[str]:
+    """The page's parts, one per line of :func:`render_html`'s text."""
     e = html.escape
     world = report.world_size if report.world_size is not None else "?"
     about = tables.about(report)
@@ -284,9 +312,9 @@ def render_html(report: OverlapReport, timelines: str | None = None) -> str:
                  + (timeline_data(report) if timelines is None else timelines) + "</script>")
     parts.append(f"<script>{_asset('report.js')}</script>")
     parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return parts
 
 
 def write_html(report: OverlapReport, path: str | os.PathLike[str]) -> None:
     """Write the HTML report to ``path``, atomically."""
-    atomic.write_text(path, render_html(report))
+    atomic.write_chunks(path, html_chunks(report))
