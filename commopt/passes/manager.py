@@ -13,11 +13,13 @@ and ``durations_us`` are the final graph's, ``initial`` stays the input graph's 
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from commopt.errors import CommoptError, InvariantViolation, PassError
+from commopt.forked import RenderJob, worth_forking
 from commopt.gc_freeze import collector_paused, freeze_long_lived
 from commopt.invariants import check_order
 from commopt.ir.graph import Graph
@@ -111,7 +113,7 @@ class PassManager:
             used.forget_orders()
         return run.result
 
-    def _first_pass_beside(self, run: _Run):
+    def _first_pass_beside(self, run: _Run) -> RenderJob | None:
         """A forked child running the first pass on the input order, or None: only with
         ``jobs`` >= 2 on a large graph (:func:`commopt.forked.worth_forking`), a pipeline of
         commopt's own passes (a plug-in could have effects that must happen once, in this
@@ -120,8 +122,6 @@ class PassManager:
         not fit the footprint budget). The child reports ``("same", seconds)`` when the pass
         kept the order, ``("order", order, seconds)`` for another order, and ``("change",)``
         for a rewritten graph (this process then runs the pass again itself)."""
-        from commopt.forked import RenderJob, worth_forking
-
         passes = self.passes
         if len(passes) < 2 or not worth_forking(len(run.graph), self.jobs) \
                 or not all(type(p).__module__.startswith("commopt.") for p in passes):
@@ -140,12 +140,10 @@ class PassManager:
                 return ("same", seconds)
             return ("order", list(proposed), seconds)
 
-        import tempfile
-
         # the child writes no file: its job's empty scratch file goes to the temporary directory
         return RenderJob(work, tempfile.gettempdir(), fork=True)
 
-    def _after_first_pass_beside(self, run: _Run, beside) -> _Run:
+    def _after_first_pass_beside(self, run: _Run, beside: RenderJob) -> _Run:
         """The pipeline's run with its first pass in ``beside`` (:meth:`_first_pass_beside`):
         the other passes run here from the input order meanwhile and are kept when the first
         pass kept that order, the same records as a run in one process; otherwise (or when
