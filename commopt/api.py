@@ -213,7 +213,8 @@ def optimize(
         raise OptionError(f"memory_accounting must be 'footprint' or 'live-tensors', not "
                           f"{memory_accounting!r}", field="memory_accounting")
     footprint_budget = None
-    bounds_beside = _lower_bounds_beside(g, durs, compute_slowdown, jobs)
+    bounds_beside = _lower_bounds_beside(g, durs, compute_slowdown, jobs) \
+        if memory_accounting == "footprint" else None  # nothing to compute beside it otherwise
     try:
         if memory_accounting == "footprint":
             with progress.stage("footprint budget"):
@@ -387,17 +388,15 @@ def _original_order_beside(graph: Graph, durations: list[float], options: Output
     ``packing``, its buffers' arena totals for the plan comparison) while this process runs
     the passes; None where forking does not pay (:func:`commopt.forked.worth_forking`) or
     the graph has no collectives (then neither is needed). The child only reads."""
-    import tempfile
-
     from commopt.buffers.planner import DEFAULT_ALIGN_BYTES, original_arena_totals
-    from commopt.forked import RenderJob, worth_forking
+    from commopt.forked import compute_beside, worth_forking
     from commopt.sim.robustness import makespans, perturbations
 
     if not worth_forking(len(graph), jobs) or not graph.collectives():
         return None
     align = DEFAULT_ALIGN_BYTES if options.align is None else options.align
 
-    def work(_fh) -> tuple[list[float], tuple[int, int] | None]:
+    def work() -> tuple[list[float], tuple[int, int] | None]:
         scenarios = [durs for _, durs in perturbations(graph, durations)]
         spans = makespans(graph, graph.original_order, scenarios, compute_slowdown=compute_slowdown)
         totals = original_arena_totals(graph, graph.original_order, align=align,
@@ -405,9 +404,7 @@ def _original_order_beside(graph: Graph, durations: list[float], options: Output
                                        persistent_params=options.persistent_params) if packing else None
         return spans, totals
 
-    # the child writes no file: its job's empty scratch file goes to the temporary directory
-    return _OriginalOrderWork(RenderJob(work, tempfile.gettempdir(), fork=True), graph, durations,
-                              packing)
+    return _OriginalOrderWork(compute_beside(work), graph, durations, packing)
 
 
 def _lower_bounds_beside(graph: Graph, durations: list[float], compute_slowdown: float, jobs: int):
@@ -416,21 +413,18 @@ def _lower_bounds_beside(graph: Graph, durations: list[float], compute_slowdown:
     while this process computes the footprint budget: at 100k nodes both take about half a
     second. None where forking does not pay (:func:`commopt.forked.worth_forking`) or the
     graph has no collectives (the passes do not run)."""
-    import tempfile
-
-    from commopt.forked import RenderJob, worth_forking
+    from commopt.forked import compute_beside, worth_forking
     from commopt.sim.bounds import computed_lower_bounds, lower_bounds
     from commopt.sim.model import step_durations
 
     if not worth_forking(len(graph), jobs) or not graph.collectives():
         return None
 
-    def work(_fh) -> dict[float, object]:
+    def work() -> dict[float, object]:
         lower_bounds(graph, step_durations(graph, durations), compute_slowdown)
         return computed_lower_bounds(graph)
 
-    # the child writes no file: its job's empty scratch file goes to the temporary directory
-    return RenderJob(work, tempfile.gettempdir(), fork=True)
+    return compute_beside(work)
 
 
 def _take_lower_bounds(job, graph: Graph, durations: list[float]) -> None:

@@ -69,6 +69,11 @@ def _scratch_dir(destination: Path) -> Path:
     return Path(tempfile.gettempdir())
 
 
+class ChildDied(RuntimeError):
+    """A forked child ended without reporting (killed by a signal, out of memory): what it
+    was computing can be computed again in this process."""
+
+
 class RenderJob:
     """One file rendered by ``render(fh)``, which may also return a small picklable value: in
     a forked child, or at once when ``fork`` is False. :meth:`file` returns the open file
@@ -123,8 +128,8 @@ class RenderJob:
         self._pid = None
         message = b"".join(chunks)
         if not message:  # killed before it could report (out of memory, a signal)
-            return False, RuntimeError(f"the process rendering an output ended without a result "
-                                       f"({_status_text(status)})")
+            return False, ChildDied(f"the process rendering an output ended without a result "
+                                    f"({_status_text(status)})")
         return pickle.loads(message)
 
     def cancel(self) -> None:
@@ -144,6 +149,12 @@ class RenderJob:
     def close(self) -> None:
         """Drop the temporary file (its bytes vanish with it)."""
         self._file.close()
+
+
+def compute_beside(compute: Callable[[], Any]) -> RenderJob:
+    """A :class:`RenderJob` for work that writes no file: ``compute()``'s value in a forked
+    child (:meth:`RenderJob.value`). Its unused scratch file goes to the temporary directory."""
+    return RenderJob(lambda _fh: compute(), tempfile.gettempdir(), fork=True)
 
 
 def _fork_with_pipe() -> tuple[int, int, int] | None:

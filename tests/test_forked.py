@@ -112,3 +112,13 @@ def test_a_refused_fork_renders_in_process(tmp_path, monkeypatch):
     job = RenderJob(_hello, tmp_path, fork=True)
     assert job._pid is None and job.value() == {"lines": 3}
     assert job.file().read().startswith(b"hello world")
+
+
+def test_work_without_a_file_returns_its_value_and_a_death_is_told_apart():
+    """compute_beside: the child's value comes back; a child killed before it reports raises
+    ChildDied (a RuntimeError), which callers that can redo the work catch alone."""
+    assert forked.compute_beside(lambda: sum(range(10))).value() == 45
+    with pytest.raises(forked.ChildDied, match="killed by SIGKILL"):
+        forked.compute_beside(lambda: os.kill(os.getpid(), signal.SIGKILL)).value()
+    with pytest.raises(ValueError, match="its own error"):  # not a death: raised as it is
+        forked.compute_beside(lambda: (_ for _ in ()).throw(ValueError("its own error"))).value()

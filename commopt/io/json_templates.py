@@ -58,7 +58,7 @@ def lined_graph(text: str, file: str | None, name_default: str) -> Graph | None:
     section = text[start + len(_NODES_START):-len(_DOCUMENT_END)]
     lines = section.split(_NODES_SEP)
     # the head (fields and their order) as the writer's; the rest is the writer's by the split
-    if next(jg.document_chunks(head, lines)) != text[:start + len(_HEAD_END)]:
+    if next(jg.document_chunks(head, [])) != text[:start + len(_HEAD_END)]:
         return None
     try:
         nodes, groups = _read(head, section, lines, file)

@@ -13,13 +13,12 @@ and ``durations_us`` are the final graph's, ``initial`` stays the input graph's 
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from commopt.errors import CommoptError, InvariantViolation, PassError
-from commopt.forked import RenderJob, worth_forking
+from commopt.forked import ChildDied, RenderJob, compute_beside, worth_forking
 from commopt.gc_freeze import collector_paused, freeze_long_lived
 from commopt.invariants import check_order
 from commopt.ir.graph import Graph
@@ -130,7 +129,7 @@ class PassManager:
             return None
         first, graph, current, ctx = passes[0], run.graph, run.current, run.ctx
 
-        def work(_fh) -> tuple:
+        def work() -> tuple:
             t0 = time.perf_counter()
             proposed = _run_pass(first, graph, current, ctx, [])
             seconds = time.perf_counter() - t0
@@ -140,8 +139,7 @@ class PassManager:
                 return ("same", seconds)
             return ("order", list(proposed), seconds)
 
-        # the child writes no file: its job's empty scratch file goes to the temporary directory
-        return RenderJob(work, tempfile.gettempdir(), fork=True)
+        return compute_beside(work)
 
     def _after_first_pass_beside(self, run: _Run, beside: RenderJob) -> _Run:
         """The pipeline's run with its first pass in ``beside`` (:meth:`_first_pass_beside`):
@@ -159,13 +157,13 @@ class PassManager:
             failed = exc
         try:
             outcome = beside.value()
-        except RuntimeError:  # the child ended without a result: the first pass runs here
+        except ChildDied:  # the first pass runs here
             outcome = ("change",)
         if outcome[0] == "same":
             if failed is not None:
                 raise failed
-            record = PassRecord(self.passes[0].name, run.sim, run.ctx.simulated(run.graph, run.current),
-                                outcome[1], False, None)
+            # the input order's simulation before and after (the passes meanwhile began from it)
+            record = PassRecord(self.passes[0].name, run.sim, run.sim, outcome[1], False, None)
             ahead.result.records.insert(0, record)
             return ahead
         if outcome[0] == "order":
