@@ -22,6 +22,7 @@ from commopt.buffers.footprint import footprint_summary
 from commopt.cross_group import decide_cross_group, not_one_program, within_groups
 from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
+from commopt.forked import worth_forking
 from commopt.gc_freeze import collector_paused, freeze_long_lived, freezing_gc
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
@@ -32,6 +33,7 @@ from commopt.outputs import (
     check_output_dir,
     estimator_inputs,
     output_names_known_before_load,
+    start_planning,
     write_outputs,
 )
 from commopt.passes.base import PassContext
@@ -237,6 +239,7 @@ def optimize(
 
     beside = _original_order_beside(g, durs, output_options, compute_slowdown, jobs,
                                     output_dir is not None)
+    planning = None
     try:
         ctx = context(g)
         colls = g.collectives()
@@ -270,6 +273,10 @@ def optimize(
         pipeline = _as_saved(g_out, pipeline, durs_out, allow_cross_group_reorder, notes, compute_slowdown)
         t_passes = time.perf_counter() - t2
         freeze_long_lived()  # the pipeline's orders and simulations are kept for the summary
+        if output_dir is not None and worth_forking(len(g_out), jobs):  # they need the order only
+            with progress.stage("plan buffers and generate runner (forked)"):
+                planning = start_planning(g_out, pipeline.order, g, output_options, output_dir,
+                                          beside.totals_of(g) if beside is not None else None, jobs)
         if ctx.memory_budget_bytes is not None and colls:
             from commopt.sim import peak_memory
 
@@ -347,12 +354,14 @@ def optimize(
         outputs, written = build_and_write_outputs(
             result, output_options, output_dir, inputs=inputs, force=force, jobs=jobs,
             original_totals=beside.totals_of(result.before_graph) if beside is not None else None,
-            progress=progress)
+            planning=planning, progress=progress)
         return dataclasses.replace(result, summary=outputs.summary, outputs=outputs, written=written)
 
     finally:
         if beside is not None:
             beside.cancel()
+        if planning is not None:
+            planning.cancel()
 
 class _OriginalOrderWork:
     """What only the input order decides, computed by a forked child while the passes run

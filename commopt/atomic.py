@@ -143,18 +143,22 @@ def write_chunks(path: str | os.PathLike[str], chunks: Iterable[str]) -> None:
                 fault_point("mid-write", name)
 
 
-def write_from(path: str | os.PathLike[str], source: IO[bytes]) -> None:
+def write_from(path: str | os.PathLike[str], source: IO[bytes], *, mode: int | None = None) -> None:
     """Copy the open binary file ``source``, from its position to its end, to ``path``
-    atomically, a piece at a time. The ``mid-write`` fault point fires after the first piece."""
+    atomically, a piece at a time; ``mode``: the file's permission bits (default: the
+    umask's). The ``mid-write`` fault point fires after the first piece."""
     name = Path(path).name
-    with atomic_path(path) as tmp, open(tmp, "wb") as out:
-        first = True
-        while piece := source.read(_COPY_PIECE):
-            out.write(piece)
-            if first:
-                out.flush()
-                fault_point("mid-write", name)
-                first = False
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as out:
+            first = True
+            while piece := source.read(_COPY_PIECE):
+                out.write(piece)
+                if first:
+                    out.flush()
+                    fault_point("mid-write", name)
+                    first = False
+        if mode is not None:
+            tmp.chmod(mode)
 
 
 #: Bytes copied at a time by :func:`write_from`.

@@ -75,28 +75,30 @@ class ChildDied(RuntimeError):
 
 
 class RenderJob:
-    """One file rendered by ``render(fh)``, which may also return a small picklable value: in
-    a forked child, or at once when ``fork`` is False. :meth:`file` returns the open file
-    holding the bytes (at offset 0) and :meth:`value` what ``render`` returned; both raise
-    what ``render`` raised. :meth:`cancel` stops a child that is still running."""
+    """Files (one unless ``files`` says more) rendered by ``render(fh, ...)``, one open binary
+    file per rendered file, which may also return a small picklable value: in a forked child,
+    or at once when ``fork`` is False. :meth:`file` returns an open file holding its bytes (at
+    offset 0) and :meth:`value` what ``render`` returned; both raise what ``render`` raised.
+    :meth:`cancel` stops a child that is still running."""
 
-    def __init__(self, render: Callable[[IO[bytes]], Any], destination: str | os.PathLike[str], *,
-                 fork: bool) -> None:
-        self._file: IO[bytes] = tempfile.TemporaryFile(dir=_scratch_dir(Path(destination)))
+    def __init__(self, render: Callable[..., Any], destination: str | os.PathLike[str], *,
+                 fork: bool, files: int = 1) -> None:
+        scratch = _scratch_dir(Path(destination))
+        self._files: list[IO[bytes]] = [tempfile.TemporaryFile(dir=scratch) for _ in range(files)]
         self._pid: int | None = None
         self._pipe: int | None = None
         self._outcome: tuple[bool, Any] | None = None
         forked = _fork_with_pipe() if fork else None
         if forked is None:
             try:
-                self._outcome = (True, render(self._file))
+                self._outcome = (True, render(*self._files))
             except BaseException as exc:  # raised again when asked for, as a child's would be
                 self._outcome = (False, exc)
             return
         pid, read_end, write_end = forked
         if pid == 0:  # the child: render, report, and leave without any of the parent's teardown
             os.close(read_end)
-            _run_child(render, self._file, write_end)
+            _run_child(render, self._files, write_end)
         os.close(write_end)
         self._pid, self._pipe = pid, read_end
 
@@ -109,12 +111,13 @@ class RenderJob:
             raise payload
         return payload
 
-    def file(self) -> IO[bytes]:
-        """The rendered file, positioned at its start (waiting for the child); raises the
-        renderer's exception."""
+    def file(self, index: int = 0) -> IO[bytes]:
+        """Rendered file ``index`` (the order ``render`` was given them), positioned at its
+        start (waiting for the child); raises the renderer's exception."""
         self.value()
-        self._file.seek(0)
-        return self._file
+        fh = self._files[index]
+        fh.seek(0)
+        return fh
 
     def _wait(self) -> tuple[bool, Any]:
         """Wait for the child; ``(True, value)`` or ``(False, exception)``."""
@@ -147,14 +150,15 @@ class RenderJob:
         self.close()
 
     def close(self) -> None:
-        """Drop the temporary file (its bytes vanish with it)."""
-        self._file.close()
+        """Drop the temporary files (their bytes vanish with them)."""
+        for fh in self._files:
+            fh.close()
 
 
 def compute_beside(compute: Callable[[], Any]) -> RenderJob:
     """A :class:`RenderJob` for work that writes no file: ``compute()``'s value in a forked
-    child (:meth:`RenderJob.value`). Its unused scratch file goes to the temporary directory."""
-    return RenderJob(lambda _fh: compute(), tempfile.gettempdir(), fork=True)
+    child (:meth:`RenderJob.value`)."""
+    return RenderJob(compute, tempfile.gettempdir(), fork=True, files=0)
 
 
 def _fork_with_pipe() -> tuple[int, int, int] | None:
@@ -173,14 +177,15 @@ def _fork_with_pipe() -> tuple[int, int, int] | None:
         return None
 
 
-def _run_child(render: Callable[[IO[bytes]], Any], fh: IO[bytes], pipe: int) -> None:
-    """The child's whole life: ``render(fh)``, then one pickled ``(ok, value or exception)``
-    message."""
+def _run_child(render: Callable[..., Any], files: list[IO[bytes]], pipe: int) -> None:
+    """The child's whole life: ``render(*files)``, then one pickled ``(ok, value or
+    exception)`` message."""
     status = 0
     try:
         try:
-            value = render(fh)
-            fh.flush()
+            value = render(*files)
+            for fh in files:
+                fh.flush()
             message = pickle.dumps((True, value))
         except BaseException as exc:  # every failure goes back to the parent
             message = _pickled_error(exc)

@@ -9,9 +9,10 @@ outputs it built and the files it wrote are part of the result it returns.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
@@ -46,16 +47,60 @@ class OutputOptions:
         parse_persistent_params(self.persistent_params)
 
 
+T = TypeVar("T")
+
+
+class Deferred(Generic[T]):
+    """A value made by ``make()`` the first time it is asked for (:meth:`get`), then kept; or
+    one made already (:meth:`made`). For an artifact that another process rendered into its
+    file: this process makes its own copy only if a caller asks for it."""
+
+    __slots__ = ("_make", "_value")
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make: Callable[[], T] | None = make
+        self._value: T | None = None
+
+    @classmethod
+    def made(cls, value: T) -> Deferred[T]:
+        """A Deferred holding ``value`` already."""
+        deferred = cls(lambda: value)
+        deferred.get()
+        return deferred
+
+    def get(self) -> T:
+        """The value, made now if it never was."""
+        if self._make is not None:
+            self._value = self._make()
+            self._make = None
+        return self._value  # type: ignore[return-value]
+
+
 @dataclass(frozen=True, slots=True)
 class Outputs:
-    """Every artifact of an output set, built once: nothing here is computed when written."""
+    """Every artifact of an output set, built once: nothing here is computed when written.
+
+    The buffer plan and the runner's source are :class:`Deferred`: when forked children
+    rendered their files (``commopt optimize`` on a large graph, :mod:`commopt.forked`), this
+    process plans and generates its own equal copies only if :attr:`plan` or
+    :attr:`runner_source` is read (both are deterministic, so the copies equal the files)."""
 
     summary: Summary
     graph_file: str
-    plan: BufferPlan | None
+    deferred_plan: Deferred[BufferPlan | None]
     runner_name: str | None
-    runner_source: str | None
+    deferred_runner_source: Deferred[str | None]
     report: OverlapReport | None
+
+    @property
+    def plan(self) -> BufferPlan | None:
+        """The buffer plan of the new order."""
+        return self.deferred_plan.get()
+
+    @property
+    def runner_source(self) -> str | None:
+        """The runner script's source (None when no runner was generated)."""
+        return self.deferred_runner_source.get()
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,21 @@ def test_the_rendered_bytes_and_the_value_come_back(tmp_path, fork):
     assert os.listdir(tmp_path) == []  # an anonymous file: nothing left behind
 
 
+def _two(first, second):
+    first.write(b"first")
+    second.write(b"second")
+    return 2
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_a_job_renders_several_files_each_read_back_by_its_index(tmp_path, fork):
+    job = RenderJob(_two, tmp_path, fork=fork, files=2)
+    assert job.value() == 2
+    assert job.file(1).read() == b"second" and job.file(0).read() == b"first"
+    job.close()
+    assert os.listdir(tmp_path) == []
+
+
 def _fails(fh):
     raise OutputError("cannot write: disk full", file="x/trace.json", field="f")
 

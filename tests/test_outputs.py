@@ -215,18 +215,30 @@ def test_a_first_run_killed_before_its_manifest_needs_no_force_to_finish(tmp_pat
 @pytest.mark.parametrize("graph", ["corpus/ws8/llama_fsdp.pt2", "realistic/llama3_8b_L2.json"])
 def test_files_rendered_by_forked_children_are_the_same_files(tmp_path, monkeypatch, samples_dir,
                                                               graph):
-    """On large graphs the runner and trace.json are rendered by forked children, buffer_plan
-    and report.html beside them, and the input order's scenario makespans and arena totals
-    by a child that runs beside the passes (commopt.forked): every file of the set is byte for
-    byte the one rendered in process, on a real-model archive and a JSON graph (rendered
-    ahead of writing too)."""
+    """On large graphs buffer_plan.json and the runner are rendered by one forked child,
+    trace.json by another, report.html beside them, and the input order's scenario makespans
+    and arena totals by a child that runs beside the passes (commopt.forked): every file of
+    the set is byte for byte the one rendered in process, on a real-model archive and a JSON
+    graph (rendered ahead of writing too). The plan and the runner's source are made in this
+    process only when asked for, and then equal the files."""
     graph = samples_dir / graph
     in_process = commopt.optimize(graph, output_dir=tmp_path / "a", timings=False)
     monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
+    planned_here = []
+    plan_of = commopt.outputs._plan_of
+    monkeypatch.setattr("commopt.outputs._plan_of", lambda *a: planned_here.append(1) or plan_of(*a))
     forked = commopt.optimize(graph, output_dir=tmp_path / "b", timings=False, jobs=2)
     assert [p.name for p in forked.written] == [p.name for p in in_process.written]
     assert _listing(tmp_path / "b") == _listing(tmp_path / "a")
     assert forked.outputs.report == in_process.outputs.report
+    assert forked.summary == in_process.summary
+    assert planned_here == []  # planned by the child only
+    assert forked.plan == in_process.plan and planned_here == [1]
+    assert forked.outputs.runner_source == in_process.outputs.runner_source
+    assert forked.outputs.runner_source == (tmp_path / "b" / forked.outputs.runner_name).read_text()
+    assert forked.plan is forked.plan and planned_here == [1]  # made once
+    modes = {d: {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / d).iterdir()} for d in "ab"}
+    assert modes["b"] == modes["a"] and modes["b"][forked.outputs.runner_name] & 0o111
 
 
 @pytest.mark.parametrize(("module", "renderer", "name"), [
