@@ -144,21 +144,60 @@ def write_chunks(path: str | os.PathLike[str], chunks: Iterable[str]) -> None:
 
 
 def write_from(path: str | os.PathLike[str], source: IO[bytes], *, mode: int | None = None) -> None:
-    """Copy the open binary file ``source``, from its position to its end, to ``path``
-    atomically, a piece at a time; ``mode``: the file's permission bits (default: the
-    umask's). The ``mid-write`` fault point fires after the first piece."""
+    """Put the bytes of the open binary file ``source``, from its position to its end, at
+    ``path`` atomically; ``mode``: the file's permission bits (default: the umask's). An
+    unnamed file read from its start (:func:`commopt.forked.RenderJob`'s) is given the
+    temporary name itself where the system allows it (Linux: a file opened with
+    ``O_TMPFILE``): no byte is copied. Otherwise the bytes are copied a piece at a time. The
+    ``mid-write`` fault point fires once the temporary file holds bytes."""
     name = Path(path).name
     with atomic_path(path) as tmp:
-        with open(tmp, "wb") as out:
-            first = True
-            while piece := source.read(_COPY_PIECE):
-                out.write(piece)
-                if first:
-                    out.flush()
-                    fault_point("mid-write", name)
-                    first = False
+        if _linked_over(source, tmp):
+            fault_point("mid-write", name)
+        else:
+            with open(tmp, "wb") as out:
+                first = True
+                while piece := source.read(_COPY_PIECE):
+                    out.write(piece)
+                    if first:
+                        out.flush()
+                        fault_point("mid-write", name)
+                        first = False
         if mode is not None:
             tmp.chmod(mode)
+
+
+def _linked_over(source: IO[bytes], tmp: Path) -> bool:
+    """Whether the unnamed file ``source`` (at offset 0, no name: its link count is 0) now
+    replaces the temporary file ``tmp``, through a link made beside it (a name of
+    :func:`atomic_path`'s form, which mkstemp's lower-case names never take). False, with
+    nothing changed, where it cannot be linked: another system, no ``/proc``, a file
+    ``tempfile`` opened (exclusive: never linkable), another file system."""
+    link_at = getattr(os, "link", None)
+    if link_at is None or not os.path.isdir("/proc/self/fd"):
+        return False
+    try:
+        source.flush()
+        if source.tell() != 0 or os.fstat(source.fileno()).st_nlink != 0:
+            return False
+    except (OSError, ValueError, AttributeError):
+        return False
+    beside = tmp.with_name(tmp.name[:-len(TEMP_SUFFIX)] + "L" + TEMP_SUFFIX)
+    root = os.open("/", os.O_RDONLY)
+    try:  # a directory fd makes it linkat(AT_SYMLINK_FOLLOW): the /proc link is followed
+        os.link(f"/proc/self/fd/{source.fileno()}", beside, src_dir_fd=root, follow_symlinks=True)
+    except OSError:
+        return False
+    finally:
+        os.close(root)
+    try:
+        os.chmod(beside, 0o666 & ~_umask())
+        os.replace(beside, tmp)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            beside.unlink()
+        raise
+    return True
 
 
 #: Bytes copied at a time by :func:`write_from`.

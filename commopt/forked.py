@@ -69,6 +69,21 @@ def _scratch_dir(destination: Path) -> Path:
     return Path(tempfile.gettempdir())
 
 
+def _unnamed_file(directory: Path) -> IO[bytes]:
+    """A file without a name in ``directory``, gone when closed. Where the system has
+    ``O_TMPFILE`` it is opened without ``O_EXCL`` (``tempfile``'s are exclusive), so
+    :func:`commopt.atomic.write_from` can give it its final name instead of copying it."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if flag:
+        try:
+            fd = os.open(directory, flag | os.O_RDWR | getattr(os, "O_CLOEXEC", 0), 0o600)
+        except OSError:  # a file system without it
+            pass
+        else:
+            return open(fd, "w+b")
+    return tempfile.TemporaryFile(dir=directory)
+
+
 class ChildDied(RuntimeError):
     """A forked child ended without reporting (killed by a signal, out of memory): what it
     was computing can be computed again in this process."""
@@ -84,7 +99,7 @@ class RenderJob:
     def __init__(self, render: Callable[..., Any], destination: str | os.PathLike[str], *,
                  fork: bool, files: int = 1) -> None:
         scratch = _scratch_dir(Path(destination))
-        self._files: list[IO[bytes]] = [tempfile.TemporaryFile(dir=scratch) for _ in range(files)]
+        self._files: list[IO[bytes]] = [_unnamed_file(scratch) for _ in range(files)]
         self._pid: int | None = None
         self._pipe: int | None = None
         self._outcome: tuple[bool, Any] | None = None

@@ -68,3 +68,49 @@ def test_a_target_that_is_a_directory_is_an_output_error(tmp_path: Path):
     with pytest.raises(OutputError, match="o.json: cannot write: Is a directory"):
         atomic.write_text(tmp_path / "o.json", "{}")
     assert [p.name for p in tmp_path.iterdir()] == ["o.json"]
+
+
+def _unnamed(tmp_path: Path, data: bytes):
+    from commopt.forked import _unnamed_file
+
+    fh = _unnamed_file(tmp_path)
+    fh.write(data)
+    fh.seek(0)
+    return fh
+
+
+def test_an_unnamed_file_is_given_its_name_without_a_copy_where_the_system_allows(tmp_path: Path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "trace.json").write_bytes(b"old")
+    source = _unnamed(out, b"rendered bytes")
+    atomic.write_from(out / "trace.json", source, mode=0o755)
+    assert (out / "trace.json").read_bytes() == b"rendered bytes"
+    assert (out / "trace.json").stat().st_mode & 0o777 == 0o755
+    assert sorted(p.name for p in out.iterdir()) == ["trace.json"]  # no temporary left
+    if hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd"):
+        assert (out / "trace.json").stat().st_ino == os.fstat(source.fileno()).st_ino
+    source.close()
+    assert (out / "trace.json").read_bytes() == b"rendered bytes"  # closing it keeps the file
+
+
+@pytest.mark.parametrize("kind", ["named", "tempfile", "moved"])
+def test_any_other_source_is_copied(tmp_path: Path, kind: str):
+    """A named file is never linked (changing it later would change the output), nor a
+    ``tempfile`` one or one read from elsewhere than its start: their bytes are copied."""
+    import tempfile
+
+    if kind == "named":
+        (tmp_path / "src").write_bytes(b"xyrendered")
+        source = open(tmp_path / "src", "rb")
+    elif kind == "tempfile":
+        source = tempfile.TemporaryFile(dir=tmp_path)
+        source.write(b"xyrendered")
+    else:
+        source = _unnamed(tmp_path, b"xyrendered")
+    source.seek(2 if kind == "moved" else 0)
+    atomic.write_from(tmp_path / "out.json", source)
+    expected = b"rendered" if kind == "moved" else b"xyrendered"
+    assert (tmp_path / "out.json").read_bytes() == expected
+    assert (tmp_path / "out.json").stat().st_ino != os.fstat(source.fileno()).st_ino
+    source.close()
