@@ -81,6 +81,7 @@ def check_cmd(app: App, graph: str, max_exposed_comm_us: float | None, min_overl
         reorder_within_groups=cfg.get("reorder_within_groups"),
         groups=groups_file, mesh=mesh, world_size=world_size, timings=False, **kwargs,
     )
+    app.keep_until_exit(result)
     s = result.summary
     for warning in result.graph.meta.get("load_warnings", []):
         app.warn(warning)

@@ -183,7 +183,11 @@ def _version_message() -> str:
 def cli(ctx: click.Context, verbose: int, quiet: int, debug: bool, color: str) -> None:
     """Reorder distributed PyTorch graphs so communication overlaps with compute."""
     type(ctx.command).debug = debug
-    ctx.obj = App(verbosity=verbose - quiet, color=color)
+    ctx.obj = App(verbosity=verbose - quiet, color=color, exit_follows=_exit_follows)
+
+
+#: Whether the process ends as soon as :func:`main` returns (set by :func:`run`).
+_exit_follows = False
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -200,8 +204,11 @@ def run() -> None:
     done took about as long as planning the buffers (seconds), and the operating system
     reclaims the memory at once. Every file is already written, closed and renamed by then;
     exit handlers still run and the standard streams are flushed. With other threads alive
-    the exit is the ordinary one (it waits for them).
+    the exit is the ordinary one (it waits for them). Commands keep their results until
+    then (:meth:`App.keep_until_exit`).
     """
+    global _exit_follows
+    _exit_follows = True
     try:
         main()
     except SystemExit as exc:

@@ -124,6 +124,7 @@ def optimize_cmd(app: App, graph: str, output_dir: str, passes: str | None,
             jobs=default_jobs() if jobs is None else jobs,
             progress=progress,
         )
+    app.keep_until_exit(result)
     s = result.summary
     load_warnings = set(result.graph.meta.get("load_warnings", []))
     for note in s.notes:

@@ -118,3 +118,27 @@ def test_the_console_entry_point_flushes_its_output_and_keeps_exit_codes(tmp_pat
     bad = subprocess.run([sys.executable, "-m", "commopt", "inspect", str(tmp_path / "missing.json")],
                          capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.startswith("commopt: error:") and "missing.json" in bad.stderr
+
+
+def test_a_result_is_kept_until_exit_only_when_the_process_ends_with_the_command(monkeypatch):
+    """The ``commopt`` script ends without teardown right after the command, so a command's
+    result is left for the operating system to reclaim; an in-process caller keeps nothing."""
+    import gc
+    import weakref
+
+    from commopt.cli import app as app_module
+    from commopt.cli.app import App
+
+    monkeypatch.setattr(app_module, "_KEPT_UNTIL_EXIT", [])
+
+    class Result:
+        pass
+
+    for follows in (False, True):
+        result = Result()
+        alive = weakref.ref(result)
+        App(exit_follows=follows).keep_until_exit(result)
+        del result
+        gc.collect()
+        assert (alive() is not None) == follows
+    assert len(app_module._KEPT_UNTIL_EXIT) == 1
