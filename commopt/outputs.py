@@ -188,14 +188,14 @@ def start_planning(graph: Graph, order: Sequence[int], before_graph: Graph, opti
                    output_dir: str | os.PathLike[str],
                    original_totals: Callable[[], tuple[int, int]] | None = None,
                    jobs: int = 2) -> RenderJob | None:
-    """A forked child that plans the buffers of ``graph`` run in ``order``, renders
-    ``buffer_plan.json`` (its file 0), compares the plan with planning ``before_graph``'s
-    original order (``original_totals``, when something computes them already, is asked here
-    before the child starts, else the child packs them) and generates the runner (its file
-    1); it reports a :class:`_PlannedRunner`. None where forking does not pay
+    """A forked child that plans the buffers of ``graph`` run in ``order``, compares the plan
+    with planning ``before_graph``'s original order (``original_totals``, when something
+    computes them already, is asked here before the child starts, else the child packs them)
+    and generates the runner (its file 1) while a child of its own renders
+    ``buffer_plan.json`` (its file 0); it reports a :class:`_PlannedRunner`. None where forking does not pay
     (:func:`commopt.forked.worth_forking`). It needs only the final order: the optimize call
     starts it before it computes the summary (:func:`commopt.api.optimize`)."""
-    from commopt.forked import RenderJob, worth_forking
+    from commopt.forked import RenderJob, compute_beside, worth_forking
 
     if not worth_forking(len(graph), jobs):
         return None
@@ -205,9 +205,19 @@ def start_planning(graph: Graph, order: Sequence[int], before_graph: Graph, opti
 
     def plan_and_runner(plan_fh: IO[bytes], runner_fh: IO[bytes]) -> _PlannedRunner:
         plan = _plan_of(graph, order, options)
-        _render_plan(plan, plan_fh, out / PLAN_FILE)
-        comparison = _comparison(graph, order, before_graph, options, plan, totals)
-        return _PlannedRunner(*_render_runner(graph, order, plan, runner_fh), comparison)
+
+        def plan_file() -> None:
+            _render_plan(plan, plan_fh, out / PLAN_FILE)
+            plan_fh.flush()
+
+        plan_job = compute_beside(plan_file)  # a child of its own: the runner takes longer
+        try:
+            comparison = _comparison(graph, order, before_graph, options, plan, totals)
+            runner = _render_runner(graph, order, plan, runner_fh)
+            plan_job.value()
+        finally:
+            plan_job.cancel()
+        return _PlannedRunner(*runner, comparison)
 
     return RenderJob(plan_and_runner, out, fork=True, files=2)
 
