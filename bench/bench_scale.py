@@ -341,12 +341,13 @@ def run(quick: bool) -> str:
         "child while the others run from the input order; summary: robustness scenarios and the result's "
         "footprint; write summary: summary.json and the manifest, which hashes every file; "
         "other: interpreter start, imports, the certificate and the exit). With `--jobs 2` "
-        "the runner's stage starts its forked child (report, trace: starting a second child "
-        "that renders trace.json, render plan and render graph run meanwhile), wait: waiting for the "
-        "runner's child (report.html's timelines are rendered before it); html: rendering "
-        "report.html; write reports: copying both into place. "
-        "With one process, plan includes the original order's packing and write reports the "
-        "rendering of both files.\n",
+        "plan is starting, as soon as the passes end, the child that plans the buffers, "
+        "generates the runner and has a child of its own render buffer_plan.json (summary, "
+        "report, trace: starting a second child that renders trace.json, and render graph run "
+        "meanwhile), wait: waiting for the planning child (report.html's timelines are rendered "
+        "before it, in html); the write stages give each rendered file its name (linked, not "
+        "copied). With one process, plan includes the original order's packing and write "
+        "reports the rendering of both files.\n",
         table(["nodes", "jobs", *COLUMNS, "other"], shares),
         "\nEach output's size in MB.\n",
         table(["nodes", "graph", "plan", "runner", "report.html", "trace.json", "summary"], files),
