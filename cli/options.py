@@ -61,7 +61,8 @@ def load_graph_for_cli(graph: str, groups_file: str | None = None, mesh: str | N
     Every command whose output depends on group sizes (``require_sizes``) refuses a graph
     with a group of unknown size; load warnings go to stderr unless the command shows them
     itself (``echo_warnings=False``), and so does the statement of the values assumed for
-    data-dependent sizes (every number the command shows depends on them).
+    data-dependent sizes (every number the command shows depends on them). The graph is
+    kept until the process ends when the end follows the command (:meth:`App.keep_until_exit`).
     """
     from commopt.assumed_sizes import statement
     from commopt.io import load_graph
@@ -69,6 +70,10 @@ def load_graph_for_cli(graph: str, groups_file: str | None = None, mesh: str | N
     from commopt.ir.sizes import data_dependent_sizes
 
     g = load_graph(graph, groups=groups_file, mesh=mesh, world_size=world_size)
+    ctx = click.get_current_context(silent=True)
+    app = ctx.find_object(App) if ctx is not None else None
+    if app is not None:
+        app.keep_until_exit(g)  # freed by the exit, not one object at a time as the command returns
     if require_sizes:
         require_known_group_sizes(g)
     if echo_warnings:

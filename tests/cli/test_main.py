@@ -142,3 +142,16 @@ def test_a_result_is_kept_until_exit_only_when_the_process_ends_with_the_command
         gc.collect()
         assert (alive() is not None) == follows
     assert len(app_module._KEPT_UNTIL_EXIT) == 1
+
+
+def test_a_graph_loaded_by_a_command_is_kept_until_exit_by_the_console_script(monkeypatch, samples_dir):
+    from commopt.cli import app as app_module
+    from commopt.cli.app import App
+    from commopt.cli.options import load_graph_for_cli
+
+    monkeypatch.setattr(app_module, "_KEPT_UNTIL_EXIT", [])
+    path = str(samples_dir / "realistic" / "llama3_8b_L2.json")
+    for follows in (False, True):
+        with click.Context(click.Command("inspect"), obj=App(exit_follows=follows)):
+            g = load_graph_for_cli(path, echo_warnings=False)
+        assert any(kept is g for kept in app_module._KEPT_UNTIL_EXIT) == follows
