@@ -245,17 +245,24 @@ def optimize(
         colls = g.collectives()
         other_run: list[PassTiming] = []  # the passes' second run, with or without group order
         if colls:
-            with progress.stage("passes " + ",".join(names)):
-                pipeline = PassManager(pipeline_passes, jobs=jobs).run(g, g.original_order, ctx)
-            if not g.group_order:  # keeping each group's order is one of the free orders
-                free = g
-                with progress.stage("passes " + ",".join(names) + " (each group's order kept)"):
-                    g, pipeline, other = _group_order_kept(g, pipeline, PassManager(pipeline_passes),
-                                                           context, notes)
-                other_run = [PassTiming(name=f"{r.name} (run not kept)", seconds=round(r.seconds, 6))
-                             for r in (other.records if other is not None else ())]
-                if g is not free:
-                    ctx = context(g)
+            kept_beside = None if g.group_order else _group_order_kept_beside(
+                g, PassManager(pipeline_passes), context, jobs)
+            try:
+                with progress.stage("passes " + ",".join(names)):  # one core when the child has the other
+                    pipeline = PassManager(pipeline_passes, jobs=jobs if kept_beside is None else 1).run(
+                        g, g.original_order, ctx)
+                if not g.group_order:  # keeping each group's order is one of the free orders
+                    free = g
+                    with progress.stage("passes " + ",".join(names) + " (each group's order kept)"):
+                        g, pipeline, other = _group_order_kept(g, pipeline, PassManager(pipeline_passes),
+                                                               context, notes, kept_beside)
+                    other_run = [PassTiming(name=f"{r.name} (run not kept)", seconds=round(r.seconds, 6))
+                                 for r in (other.records if other is not None else ())]
+                    if g is not free:
+                        ctx = context(g)
+            finally:
+                if kept_beside is not None:
+                    kept_beside.cancel()
         else:
             from commopt.sim import simulate
 
@@ -510,8 +517,27 @@ def _footprint_budget(graph: Graph, max_memory_increase: float, options: OutputO
 
 
 
+def _group_order_kept_beside(free: Graph, manager: PassManager, context, jobs: int):
+    """A forked child running ``manager``'s pipeline with every group's collectives in their
+    input order (:func:`_group_order_kept`'s second run) while this process runs the first:
+    the two runs are independent, and on real graphs each takes seconds (compute-overlap
+    searches). None where forking does not pay (:func:`commopt.forked.worth_forking`), or
+    with a plug-in pass (its effects must happen once, here). The child only reads; it
+    reports the run's result."""
+    from commopt.forked import compute_beside
+
+    if not worth_forking(len(free), jobs) or not manager.all_builtin():
+        return None
+
+    def work() -> PipelineResult:
+        strict = free.with_group_order(True)
+        return manager.run(strict, strict.original_order, context(strict))
+
+    return compute_beside(work)
+
+
 def _group_order_kept(free: Graph, pipeline: PipelineResult, manager: PassManager, context,
-                      notes: list[str]) -> tuple[Graph, PipelineResult, PipelineResult | None]:
+                      notes: list[str], beside=None) -> tuple[Graph, PipelineResult, PipelineResult | None]:
     """The pipeline run again with every group's collectives in their input order (the
     graph with its group-order edges), and the run that finishes first (makespan, then
     exposed communication): the passes are greedy, and more freedom can lead them to a worse
@@ -519,7 +545,11 @@ def _group_order_kept(free: Graph, pipeline: PipelineResult, manager: PassManage
     reported too; None when it was not run), with a note either way, so reordering within
     groups is never worse than keeping each group's order. It is not run when the free
     order is within :data:`WITHIN_GROUPS_BOUND_SLACK` of its lower bound, which bounds the
-    kept order too (keeping an order only adds constraints)."""
+    kept order too (keeping an order only adds constraints). ``beside``: the second run in a
+    forked child (:func:`_group_order_kept_beside`), taken instead of running it here (here
+    after all when the child died)."""
+    from commopt.forked import ChildDied
+
     ours = pipeline.final
     if ours.makespan_us <= ours.lower_bound_us * (1 + WITHIN_GROUPS_BOUND_SLACK):
         notes.append(f"reordering within groups: {ours.makespan_us:,.1f} us, within "
@@ -528,7 +558,12 @@ def _group_order_kept(free: Graph, pipeline: PipelineResult, manager: PassManage
         return free, pipeline, None
     strict = free.with_group_order(True)
     strict_ctx = context(strict)
-    kept = manager.run(strict, strict.original_order, strict_ctx)
+    try:
+        kept = beside.value() if beside is not None else None
+    except ChildDied:
+        kept = None
+    if kept is None:
+        kept = manager.run(strict, strict.original_order, strict_ctx)
     theirs = kept.final
     if (theirs.makespan_us, theirs.exposed_comm_us) < (ours.makespan_us, ours.exposed_comm_us):
         notes.append(f"reordering within groups: keeping each group's order finished first "

@@ -214,3 +214,47 @@ def test_jobs_must_be_a_whole_number_of_processes(tmp_path, jobs):
         commopt.optimize(fsdp_tp_stack(1, dp=2, tp=1, hidden=64, tokens=32), output_dir=tmp_path,
                          jobs=jobs)
     assert not any(tmp_path.iterdir())
+
+
+def _runs_and_result(monkeypatch, jobs: int, kill_child: bool = False):
+    """optimize on a real-model sample where reordering within groups runs the pipeline a
+    second time with each group's order kept: the result, and the pipeline runs made in
+    this process."""
+    import os
+    import signal
+
+    from commopt.ir.graph import Graph
+    from commopt.passes.manager import PassManager
+
+    runs = []
+    parent = os.getpid()
+    run, with_group_order = PassManager.run, Graph.with_group_order
+
+    def counted(self, graph, order, ctx):
+        runs.append(bool(graph.group_order))
+        return run(self, graph, order, ctx)
+
+    def maybe_killed(self, flag=True):
+        if kill_child and os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return with_group_order(self, flag)
+
+    monkeypatch.setattr(PassManager, "run", counted)
+    monkeypatch.setattr(Graph, "with_group_order", maybe_killed)
+    result = commopt.optimize(SAMPLES / "realistic" / "llama3_8b_L2.json", timings=False, jobs=jobs)
+    return result, runs
+
+
+@pytest.mark.parametrize("kill_child", [False, True])
+def test_the_run_keeping_each_groups_order_runs_beside_the_free_one_with_the_same_result(
+        monkeypatch, kill_child):
+    """With --jobs 2 the second pipeline run (each group's order kept) runs in a forked child
+    while the free run runs here: the same summary and order as one process; a child that
+    dies leaves the run to this process."""
+    alone, alone_runs = _runs_and_result(monkeypatch, 1)
+    assert alone_runs == [False, True]  # the sample needs the second run
+    monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
+    beside, beside_runs = _runs_and_result(monkeypatch, 2, kill_child)
+    assert beside_runs == ([False, True] if kill_child else [False])
+    assert beside.summary == alone.summary and list(beside.order) == list(alone.order)
+    assert beside.graph.group_order == alone.graph.group_order

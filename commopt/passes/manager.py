@@ -77,6 +77,11 @@ class PassManager:
         self.passes = list(passes)
         self.jobs = jobs
 
+    def all_builtin(self) -> bool:
+        """Whether every pass is commopt's own: only then may a pass run in a forked child
+        (a plug-in could have effects that must happen once, in this process)."""
+        return all(type(p).__module__.startswith("commopt.") for p in self.passes)
+
     def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> PipelineResult:
         """Run the pipeline on ``order``; raises InvariantViolation when a pass breaks one.
 
@@ -122,8 +127,7 @@ class PassManager:
         kept the order, ``("order", order, seconds)`` for another order, and ``("change",)``
         for a rewritten graph (this process then runs the pass again itself)."""
         passes = self.passes
-        if len(passes) < 2 or not worth_forking(len(run.graph), self.jobs) \
-                or not all(type(p).__module__.startswith("commopt.") for p in passes):
+        if len(passes) < 2 or not worth_forking(len(run.graph), self.jobs) or not self.all_builtin():
             return None
         if check_order(run.graph, run.current, allow_cross_group_reorder=run.ctx.allow_cross_group_reorder):
             return None
