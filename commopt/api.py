@@ -521,12 +521,13 @@ def _group_order_kept_beside(free: Graph, manager: PassManager, context, jobs: i
     """A forked child running ``manager``'s pipeline with every group's collectives in their
     input order (:func:`_group_order_kept`'s second run) while this process runs the first:
     the two runs are independent, and on real graphs each takes seconds (compute-overlap
-    searches). None where forking does not pay (:func:`commopt.forked.worth_forking`), or
+    searches). None where forking does not pay (:func:`commopt.forked.worth_forking`, from
+    :data:`~commopt.forked.PIPELINE_FORK_MIN_NODES` nodes), or
     with a plug-in pass (its effects must happen once, here). The child only reads; it
     reports the run's result."""
-    from commopt.forked import compute_beside
+    from commopt.forked import PIPELINE_FORK_MIN_NODES, compute_beside
 
-    if not worth_forking(len(free), jobs) or not manager.all_builtin():
+    if not worth_forking(len(free), jobs, PIPELINE_FORK_MIN_NODES) or not manager.all_builtin():
         return None
 
     def work() -> PipelineResult:

@@ -105,6 +105,9 @@ def test_only_asked_for_and_only_on_large_graphs():
     assert not worth_forking(10**6, jobs=1)
     assert not worth_forking(1_000, jobs=2)
     assert worth_forking(10**6, jobs=2)
+    assert worth_forking(2_000, 2, min_nodes=2_000) and not worth_forking(1_999, 2, min_nodes=2_000)
+    assert worth_forking(10**6, 2, min_nodes=10**7)  # never later than FORK_MIN_NODES
+    assert not worth_forking(10**6, 1, min_nodes=0)
 
 
 @pytest.mark.parametrize(("cores", "jobs"), [(1, 1), (2, 2), (64, 2)])
