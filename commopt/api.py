@@ -280,10 +280,10 @@ def optimize(
         pipeline = _as_saved(g_out, pipeline, durs_out, allow_cross_group_reorder, notes, compute_slowdown)
         t_passes = time.perf_counter() - t2
         freeze_long_lived()  # the pipeline's orders and simulations are kept for the summary
-        if output_dir is not None and worth_forking(len(g_out), jobs):  # they need the order only
-            with progress.stage("plan buffers and generate runner (forked)"):
-                planning = start_planning(g_out, pipeline.order, g, output_options, output_dir,
-                                          beside.totals_of(g) if beside is not None else None, jobs)
+        if output_dir is not None:  # the buffer plan and the runner need the order only
+            planning = start_planning(g_out, pipeline.order, g, output_options, output_dir,
+                                      beside.totals_of(g) if beside is not None else None, jobs,
+                                      progress)
         if ctx.memory_budget_bytes is not None and colls:
             from commopt.sim import peak_memory
 

@@ -173,8 +173,7 @@ def _linked_over(source: IO[bytes], tmp: Path) -> bool:
     :func:`atomic_path`'s form, which mkstemp's lower-case names never take). False, with
     nothing changed, where it cannot be linked: another system, no ``/proc``, a file
     ``tempfile`` opened (exclusive: never linkable), another file system."""
-    link_at = getattr(os, "link", None)
-    if link_at is None or not os.path.isdir("/proc/self/fd"):
+    if not hasattr(os, "link") or not os.path.isdir("/proc/self/fd"):
         return False
     try:
         source.flush()

@@ -54,9 +54,6 @@ PENDING_FILE = ".manifest.pending.json"
 PLAN_FILE = "buffer_plan.json"
 REPORT_HTML = "report.html"
 TRACE_FILE = "trace.json"
-#: The key of the forked runner's job among the rendering jobs (not a file name: the runner's
-#: source is read back and written with the rest, under a name only the runner knows).
-_RUNNER_JOB = "<runner>"
 
 
 #: The output options when none are given: default alignment, buffers for every collective.
@@ -114,8 +111,7 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
             )
 
     if planning is None and output_dir is not None:
-        with progress.stage("plan buffers and generate runner (forked)"):
-            planning = start_planning(g, order, g0, options, output_dir, original_totals, jobs)
+        planning = start_planning(g, order, g0, options, output_dir, original_totals, jobs, progress)
     rendering: dict[str, tuple[RenderJob, int]] = {}
     report = None
     try:
@@ -187,7 +183,7 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
 def start_planning(graph: Graph, order: Sequence[int], before_graph: Graph, options: OutputOptions,
                    output_dir: str | os.PathLike[str],
                    original_totals: Callable[[], tuple[int, int]] | None = None,
-                   jobs: int = 2) -> RenderJob | None:
+                   jobs: int = 2, progress: Progress = SILENT) -> RenderJob | None:
     """A forked child that plans the buffers of ``graph`` run in ``order``, compares the plan
     with planning ``before_graph``'s original order (``original_totals``, when something
     computes them already, is asked here before the child starts, else the child packs them)
@@ -199,7 +195,6 @@ def start_planning(graph: Graph, order: Sequence[int], before_graph: Graph, opti
 
     if not worth_forking(len(graph), jobs):
         return None
-    totals = original_totals() if original_totals is not None else None
     out = Path(output_dir)
     order = list(order)
 
@@ -219,7 +214,9 @@ def start_planning(graph: Graph, order: Sequence[int], before_graph: Graph, opti
             plan_job.cancel()
         return _PlannedRunner(*runner, comparison)
 
-    return RenderJob(plan_and_runner, out, fork=True, files=2)
+    with progress.stage("plan buffers and generate runner (forked)"):
+        totals = original_totals() if original_totals is not None else None
+        return RenderJob(plan_and_runner, out, fork=True, files=2)
 
 
 def _plan_of(graph: Graph, order: list[int], options: OutputOptions) -> BufferPlan:
@@ -341,7 +338,8 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
     out = Path(output_dir)
     g = result.graph
     rendered = rendered or {}
-    names = [outputs.graph_file, *([PLAN_FILE] if PLAN_FILE in rendered or outputs.plan is not None else []),
+    has_plan = PLAN_FILE in rendered or outputs.plan is not None
+    names = [outputs.graph_file, *([PLAN_FILE] if has_plan else []),
              *([outputs.runner_name] if outputs.runner_name is not None else []),
              *([REPORT_HTML, TRACE_FILE] if outputs.report is not None else []),
              SUMMARY_FILE, MANIFEST_FILE]
@@ -367,7 +365,7 @@ def write_outputs(result: OptimizeResult, outputs: Outputs, output_dir: str | os
         if not copied(outputs.graph_file):
             save_graph(g, out / outputs.graph_file, list(result.order))
         written.append(out / outputs.graph_file)
-    if PLAN_FILE in rendered or outputs.plan is not None:
+    if has_plan:
         with progress.stage("write buffer plan"):
             if not copied(PLAN_FILE):
                 save_plan(outputs.plan, out / PLAN_FILE)
