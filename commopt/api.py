@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from commopt.assumed_sizes import DEFAULT_SCALES
 from commopt.bucketing.summary import bucketing_summary
@@ -217,13 +217,14 @@ def optimize(
     footprint_budget = None
     bounds_beside = _lower_bounds_beside(g, durs, compute_slowdown, jobs) \
         if memory_accounting == "footprint" else None  # nothing to compute beside it otherwise
+    identity = _GraphIdentity(g.nodes, None)  # the digest, when the child computed it
     try:
         if memory_accounting == "footprint":
             with progress.stage("footprint budget"):
                 footprint_budget = _footprint_budget(g, max_memory_increase, output_options)
         if bounds_beside is not None:
             with progress.stage("lower bounds (forked)"):
-                _take_lower_bounds(bounds_beside, g, durs)
+                identity = _GraphIdentity(g.nodes, _take_lower_bounds(bounds_beside, g, durs))
     finally:
         if bounds_beside is not None:
             bounds_beside.cancel()
@@ -311,7 +312,8 @@ def optimize(
                                             before_makespans=beside.makespans(g, durs)
                                             if beside is not None else None) if colls else None
             footprint = footprint_summary(g_out, pipeline.order, footprint_budget, notes) if colls else None
-            graph_digest = graph_identity(g)
+            graph_digest = identity.digest if identity.digest is not None and identity.nodes is g.nodes \
+                else graph_identity(g)  # the same nodes (a kept group order adds edges): the same program
 
         summary = Summary(
             graph=g.name,
@@ -426,35 +428,48 @@ def _original_order_beside(graph: Graph, durations: list[float], options: Output
 def _lower_bounds_beside(graph: Graph, durations: list[float], compute_slowdown: float, jobs: int):
     """A forked child computing the graph's lower bounds (:func:`commopt.sim.bounds.lower_bounds`:
     they depend on the graph and durations only, and the passes' first simulation needs them)
-    while this process computes the footprint budget: at 100k nodes both take about half a
-    second. None where forking does not pay (:func:`commopt.forked.worth_forking`) or the
-    graph has no collectives (the passes do not run)."""
+    and its identity for the summary (:func:`commopt.gate.graph_identity`: a sort of every
+    node's name, 1.5 s at a million nodes) while this process computes the footprint budget:
+    at 100k nodes both take about half a second. None where forking does not pay
+    (:func:`commopt.forked.worth_forking`) or the graph has no collectives (the passes do
+    not run)."""
     from commopt.forked import compute_beside, worth_forking
+    from commopt.gate import graph_identity
     from commopt.sim.bounds import computed_lower_bounds, lower_bounds
     from commopt.sim.model import step_durations
 
     if not worth_forking(len(graph), jobs) or not graph.collectives():
         return None
 
-    def work() -> dict[float, object]:
+    def work() -> tuple[dict[float, object], str]:
         lower_bounds(graph, step_durations(graph, durations), compute_slowdown)
-        return computed_lower_bounds(graph)
+        return computed_lower_bounds(graph), graph_identity(graph)
 
     return compute_beside(work)
 
 
-def _take_lower_bounds(job, graph: Graph, durations: list[float]) -> None:
+def _take_lower_bounds(job, graph: Graph, durations: list[float]) -> str | None:
     """The lower bounds ``job`` (:func:`_lower_bounds_beside`) computed, kept for the
-    passes' simulations of ``graph`` with ``durations``. A child that failed or was killed
-    leaves them to be computed here, where an error they raise is raised as without a child."""
+    passes' simulations of ``graph`` with ``durations``, and the graph's identity it
+    returns. A child that failed or was killed leaves both to be computed here (None), where
+    an error they raise is raised as without a child."""
     from commopt.sim.bounds import remember_lower_bounds
     from commopt.sim.model import step_durations
 
     try:
-        computed = job.value()
+        computed, identity = job.value()
     except Exception:  # computed again here, where a real error is raised as without a child
-        return
+        return None
     remember_lower_bounds(graph, step_durations(graph, durations), computed)
+    return identity
+
+
+class _GraphIdentity(NamedTuple):
+    """:func:`commopt.gate.graph_identity` of a graph with these ``nodes`` (None: not
+    computed yet): the identity depends on the nodes only."""
+
+    nodes: object
+    digest: str | None
 
 
 def _memory_accounting(asked: str | None, options: OutputOptions, notes: list[str]) -> str:

@@ -258,3 +258,34 @@ def test_the_run_keeping_each_groups_order_runs_beside_the_free_one_with_the_sam
     assert beside_runs == ([False, True] if kill_child else [False])
     assert beside.summary == alone.summary and list(beside.order) == list(alone.order)
     assert beside.graph.group_order == alone.graph.group_order
+
+
+@pytest.mark.parametrize("kill_child", [False, True])
+def test_the_graph_identity_comes_from_the_lower_bounds_child_or_is_computed_here(
+        monkeypatch, kill_child):
+    """With --jobs 2 the child that computes the lower bounds beside the footprint budget
+    also computes the graph's identity for the summary; it is the one computed here, and a
+    child that dies leaves it to this process."""
+    import os
+    import signal
+
+    from commopt import gate
+
+    path = SAMPLES / "realistic" / "llama3_8b_L2.json"
+    alone = commopt.optimize(path, timings=False, jobs=1)
+    parent = os.getpid()
+    computed_in = []
+    identity = gate.graph_identity
+
+    def spied(graph):
+        if kill_child and os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        computed_in.append("here" if os.getpid() == parent else "child")
+        return identity(graph)
+
+    monkeypatch.setattr(gate, "graph_identity", spied)
+    monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
+    beside = commopt.optimize(path, timings=False, jobs=2)
+    assert computed_in == (["here"] if kill_child else [])  # a child's list is its own
+    assert beside.summary.graph_digest == alone.summary.graph_digest == identity(alone.graph)
+    assert beside.summary == alone.summary
