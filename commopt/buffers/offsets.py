@@ -258,74 +258,118 @@ class Occupancy:
                 return True
         return False
 
-    def place(self, i: int, size: int) -> int:
-        """Put ``size`` bytes (> 0) for lifetime ``i`` where best fit puts them
-        (:func:`_best_fit`), take them and return the offset.
+    def place_all(self, order: Sequence[int], sizes: Sequence[int], offsets: list[int],
+                  work_limit: int | None) -> int | None:
+        """Put the buffers of ``order`` one after another where best fit puts each
+        (:func:`_best_fit`), take their bytes and write their offsets into ``offsets``;
+        returns the arena (0 when nothing is placed), or None once :attr:`scanned` passes
+        ``work_limit``. Zero-size buffers are left out (their offsets are not written).
 
-        What :meth:`taken` and :meth:`take` do, in one walk of the tree with everything in
-        locals and the common additions (to an empty set, or on top of one) inline: this runs
-        once per buffer and ordering, and calls per tree node dominated it."""
+        What :meth:`taken` and :meth:`take` do per buffer, in one walk of the tree with
+        everything in locals and the common additions inline: this runs once per buffer and
+        ordering, and calls per buffer and tree node dominated it."""
         ranges = self.ranges
-        own, agg, up = self._own, self._agg, ranges.up
-        lo, hi = ranges.lo[i], ranges.hi[i]
-        canonical = []
-        while lo < hi:  # the bottom-up walk of a range query (TimeRanges.nodes)
-            if lo & 1:
-                canonical.append(lo)
-                lo += 1
-            if hi & 1:
-                hi -= 1
-                canonical.append(hi)
-            lo >>= 1
-            hi >>= 1
-        found = [flat for v in canonical if (flat := agg[v]) is not None]
-        v = ranges.left[i]
-        while v:
-            if (flat := own[v]) is not None:
-                found.append(flat)
-            v = up[v]
-        v, stop = ranges.right[i], ranges.stop[i]
-        while v > stop:
-            if (flat := own[v]) is not None:
-                found.append(flat)
-            v = up[v]
-        self.scanned += sum(map(len, found))
-        start = _best_fit(size, found)
-        end = start + size
-        own_kept = ranges.own_kept
-        for v in canonical:
-            if own_kept[v]:
-                flat = own[v]
-                if flat is None:
-                    own[v] = [start, end]
-                elif flat[-1] < start:
-                    flat += (start, end)
-                elif flat[-1] == start:
-                    flat[-1] = end
-                else:
-                    _add_range(own, v, start, end)
-            flat = agg[v]
-            if flat is None:
-                agg[v] = [start, end]
-            elif flat[-1] < start:
-                flat += (start, end)
-            elif flat[-1] == start:
-                flat[-1] = end
-            else:
-                _add_range(agg, v, start, end)
-        for v, stop in ((ranges.left[i], 0), (ranges.right[i], ranges.stop[i])):
-            while v > stop:  # every node on the paths keeps an aggregate
+        own, agg, up, own_kept = self._own, self._agg, ranges.up, ranges.own_kept
+        los, his, lefts, rights, stops = ranges.lo, ranges.hi, ranges.left, ranges.right, ranges.stop
+        scanned, arena = self.scanned, 0
+        for i in order:
+            size = sizes[i]
+            if size <= 0:
+                continue
+            lo, hi = los[i], his[i]
+            canonical = []
+            while lo < hi:  # the bottom-up walk of a range query (TimeRanges.nodes)
+                if lo & 1:
+                    canonical.append(lo)
+                    lo += 1
+                if hi & 1:
+                    hi -= 1
+                    canonical.append(hi)
+                lo >>= 1
+                hi >>= 1
+            found = [flat for v in canonical if (flat := agg[v]) is not None]
+            left, right, stop = lefts[i], rights[i], stops[i]
+            v = left
+            while v:
+                if (flat := own[v]) is not None:
+                    found.append(flat)
+                v = up[v]
+            v = right
+            while v > stop:
+                if (flat := own[v]) is not None:
+                    found.append(flat)
+                v = up[v]
+            scanned += sum(map(len, found))
+            start = offsets[i] = _best_fit(size, found)
+            end = start + size
+            if end > arena:
+                arena = end
+            # [start, end) is free in every set read above, so in those of the canonical
+            # nodes (an own set is part of its node's aggregate): _fill_gap, not _add_range
+            for v in canonical:
+                if own_kept[v]:
+                    flat = own[v]
+                    if flat is None:
+                        own[v] = [start, end]
+                    elif (top := flat[-1]) < start:
+                        flat += (start, end)
+                    elif top == start:
+                        flat[-1] = end
+                    else:
+                        _fill_gap(flat, start, end)
                 flat = agg[v]
                 if flat is None:
                     agg[v] = [start, end]
-                elif flat[-1] < start:
+                elif (top := flat[-1]) < start:
                     flat += (start, end)
-                elif flat[-1] == start:
+                elif top == start:
                     flat[-1] = end
-                elif _add_range(agg, v, start, end):
-                    break  # held [start, end) already: so do its ancestors' aggregates
-                v = up[v]
-        return start
+                else:
+                    _fill_gap(flat, start, end)
+            for v, bound in ((left, 0), (right, stop)):
+                while v > bound:  # every node on the paths keeps an aggregate
+                    flat = agg[v]
+                    if flat is None:
+                        agg[v] = [start, end]
+                    elif (top := flat[-1]) < start:
+                        flat += (start, end)
+                    elif top == start:
+                        flat[-1] = end
+                    else:  # _add_range, inline
+                        k = bisect_left(flat, start)
+                        if k & 1:
+                            if end <= flat[k]:
+                                break  # held [start, end) already: so do its ancestors' aggregates
+                            k -= 1
+                            first, above = flat[k], k + 2
+                        else:
+                            first, above = start, k
+                        if above == len(flat) or end < flat[above]:
+                            flat[k:above] = (first, end)
+                        else:
+                            hi = bisect_right(flat, end, above)
+                            flat[k:hi + (hi & 1)] = (first, flat[hi] if hi & 1 else end)
+                    v = up[v]
+            if work_limit is not None and scanned > work_limit:
+                self.scanned = scanned
+                return None
+        self.scanned = scanned
+        return arena
+
+
+def _fill_gap(flat: list[int], start: int, end: int) -> None:
+    """Add [start, end) to the set ``flat`` where it lies in a gap below the top range (it
+    meets no range): it joins at most the ranges that end at ``start`` and start at ``end``."""
+    k = bisect_right(flat, start)  # the start of the range above the gap
+    if flat[k] == end:
+        if k and flat[k - 1] == start:
+            del flat[k - 1:k + 1]
+        else:
+            flat[k] = start
+    elif k and flat[k - 1] == start:
+        flat[k - 1] = end
+    else:
+        flat[k:k] = (start, end)
 
 
 def _add_range(sets: list[list[int] | None], v: int, start: int, end: int) -> bool:
@@ -343,13 +387,18 @@ def _add_range(sets: list[list[int] | None], v: int, start: int, end: int) -> bo
             flat += (start, end)
         return False
     lo = bisect_left(flat, start)
-    if lo & 1 and end <= flat[lo]:  # inside one range already
-        return True
-    first = flat[lo - 1] if lo & 1 else start  # starts in (or touches) a range
-    lo -= lo & 1
-    hi = bisect_right(flat, end)
-    stop = flat[hi] if hi & 1 else end  # ends in (or touches) a range
-    flat[lo:hi + (hi & 1)] = (first, stop)
+    if lo & 1:  # starts in (or touches) a range
+        if end <= flat[lo]:  # inside it already
+            return True
+        lo -= 1
+        first, above = flat[lo], lo + 2
+    else:
+        first, above = start, lo
+    if above == len(flat) or end < flat[above]:  # reaches no range above: no second search
+        flat[lo:above] = (first, end)
+    else:
+        hi = bisect_right(flat, end, above)
+        flat[lo:hi + (hi & 1)] = (first, flat[hi] if hi & 1 else end)  # ends in (or touches) a range
     return False
 
 
@@ -402,16 +451,9 @@ def _greedy_best_fit(order: Sequence[int], sizes: Sequence[int], ranges: TimeRan
     :attr:`Occupancy.scanned`) third; None once the work passes ``work_limit``."""
     occupancy = Occupancy(ranges)
     offsets = [0] * len(sizes)
-    arena = 0
-    for i in order:
-        size = sizes[i]
-        if size <= 0:
-            continue
-        offset = offsets[i] = occupancy.place(i, size)
-        if offset + size > arena:
-            arena = offset + size
-        if work_limit is not None and occupancy.scanned > work_limit:
-            return None
+    arena = occupancy.place_all(order, sizes, offsets, work_limit)
+    if arena is None:
+        return None
     return offsets, arena, occupancy.scanned
 
 
@@ -441,7 +483,8 @@ def assign_offsets(sizes: Sequence[int], firsts: Sequence[int], lasts: Sequence[
     work_limit = None
     for name in names:
         key = ORDERINGS[name]
-        order = sorted(range(n), key=lambda i, key=key: key(i, sizes[i], firsts[i], lasts[i]))
+        keys = list(map(key, range(n), sizes, firsts, lasts))
+        order = sorted(range(n), key=keys.__getitem__)
         if order in tried:  # same priorities, same placement
             continue
         tried.append(order)

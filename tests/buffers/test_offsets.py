@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_left, bisect_right
 
 from hypothesis import given
@@ -133,6 +134,28 @@ def test_occupancy_answers_what_a_scan_of_every_taken_range_answers(items, queri
         end = start + units + 1
         expected = any(f <= last and first <= la and s < end and start < e for f, la, s, e in taken)
         assert occupancy.overlaps(len(taken) + j, start, end) == expected
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 10), st.integers(0, 60), st.integers(1, 20)),
+                max_size=40),
+       st.lists(st.tuples(st.integers(0, 30), st.integers(0, 10)), min_size=1, max_size=10))
+def test_occupancy_merges_ranges_taken_in_any_order(taken, queries):
+    """Occupancy.take of byte ranges in any order (below, between, over and around ranges
+    taken before) keeps every set coalesced: for a lifetime, taken() gives sets whose union
+    is exactly the bytes taken for the lifetimes that meet it."""
+    firsts = [f for f, _, _, _ in taken] + [f for f, _ in queries]
+    lasts = [f + length for f, length, _, _ in taken] + [f + length for f, length in queries]
+    occupancy = Occupancy(TimeRanges(firsts, lasts))
+    for i, (_, _, start, size) in enumerate(taken):
+        occupancy.take(i, start, start + size)
+    for j, (first, length) in enumerate(queries, start=len(taken)):
+        expected = {b for f, n, start, size in taken if f <= first + length and first <= f + n
+                    for b in range(start, start + size)}
+        got = set()
+        for flat in occupancy.taken(j):
+            assert all(a < b for a, b in itertools.pairwise(flat))  # sorted, touching ranges merged
+            got |= {b for s, e in zip(flat[0::2], flat[1::2], strict=True) for b in range(s, e)}
+        assert got == expected
 
 
 def test_occupancy_ranges_that_only_touch_do_not_overlap():
