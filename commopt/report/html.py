@@ -22,8 +22,11 @@ import json
 import os
 from collections.abc import Iterator
 from importlib import resources
-from itertools import groupby
+from itertools import compress, pairwise, repeat
+from operator import add, attrgetter, ne
 from typing import Any
+
+import numpy as np
 
 from commopt import atomic
 from commopt.report import fmt, tables
@@ -111,7 +114,7 @@ def _data_json(report: OverlapReport) -> str:
     nodes = {
         "name": list(cols["name"]),
         "op": list(map(op_index.__getitem__, cols["op"])),
-        "kind": [_KIND_CODE.get(kind, 0) for kind in cols["kind"]],
+        "kind": list(map(_KIND_CODE.get, cols["kind"], repeat(0))),
         "bytes": list(cols["bytes"]),
         "group": [group or "" for group in cols["group"]],
     }
@@ -129,48 +132,43 @@ def _data_json(report: OverlapReport) -> str:
     return "".join(out)
 
 
-#: The text of an event in a lane's array: start, end (ms-rounded JSON floats), node index,
-#: row, exposed (0/1).
-_EVENT = "%s,%s,%d,%d,%d"
-#: The text of a collective's link: its node, its wait's node (-1: none), issue, start, end
-#: and wait time (JSON floats; -1: none).
-_LINK = "%d,%d,%s,%s,%s,%s"
-
-
 def _schedule_data(s: ScheduleReport, index: dict[str, int],
                    titles: dict[str, str]) -> dict[str, Any]:
     cols = s.events.columns
-    starts, ends = fmt.rounded_ms_json(cols["start_us"]), fmt.rounded_ms_json(cols["end_us"])
-    events = list(map(_EVENT.__mod__, zip(starts, ends, map(index.__getitem__, cols["node"]),
-                                          cols["row"], cols["exposed"], strict=True)))
+    names = cols["node"]
+    # an event in a lane's array: start, end (ms-rounded JSON floats), node index, row,
+    # exposed (0/1)
+    events, at = fmt.number_rows([
+        (fmt.MS, cols["start_us"]), (fmt.MS, cols["end_us"]),
+        (fmt.INT, np.fromiter(map(index.__getitem__, names), dtype=np.int64, count=len(names))),
+        (fmt.INT, cols["row"]), (fmt.INT, cols["exposed"])])
     by_lane: dict[str, _Json] = {lane.name: _Json("[]") for lane in s.lanes}
-    at = 0
-    for lane, run in groupby(cols["lane"]):  # the events are sorted by lane, start, step
-        end = at + len(list(run))
-        by_lane[lane] = _Json("[" + ",".join(events[at:end]) + "]")
-        at = end
-    mem = _Json("[" + ",".join(map("%s,%d".__mod__, zip(
-        fmt.rounded_ms_json([p.time_us for p in s.memory_curve]),
-        [p.live_bytes for p in s.memory_curve], strict=True))) + "]")
-    blocking = tables.blocking_waits(s)
+    lanes = cols["lane"]  # the events are sorted by lane, start, step
+    runs = [0, *compress(range(1, len(lanes)), map(ne, lanes[1:], lanes)), len(lanes)] if lanes else []
+    for start, end in pairwise(runs):
+        by_lane[lanes[start]] = _Json("[" + events[at[start]:at[end] - 1] + "]")
+    mem = _Json("[" + fmt.number_rows([(fmt.MS, [p.time_us for p in s.memory_curve]),
+                                       (fmt.INT, [p.live_bytes for p in s.memory_curve])])[0][:-1]
+                + "]")
     colls = s.collectives
-    waits: list[int] = []
-    wait_times: list[float | None] = []
-    for c in colls:
-        wait, wait_us = c.wait, c.wait_start_us
-        hit = blocking.get(c.node)
-        if hit is not None:
-            wait, wait_us = hit.node, hit.start_us
-        waits.append(index[wait] if wait in index else -1)
-        wait_times.append(wait_us)
-    known = [t for t in wait_times if t is not None]
-    rounded_known = iter(fmt.rounded_ms_json(known))
-    links = _Json("[" + ",".join(map(_LINK.__mod__, zip(
-        [index[c.node] for c in colls], waits,
-        fmt.rounded_ms_json([c.issue_us for c in colls]),
-        fmt.rounded_ms_json([c.start_us for c in colls]),
-        fmt.rounded_ms_json([c.end_us for c in colls]),
-        ["-1" if t is None else next(rounded_known) for t in wait_times], strict=True))) + "]")
+    coll_names = list(map(attrgetter("node"), colls))
+    waits = list(map(attrgetter("wait"), colls))
+    wait_times = list(map(attrgetter("wait_start_us"), colls))
+    blocking = tables.blocking_waits(s)
+    for k in compress(range(len(colls)), map(blocking.__contains__, coll_names)):
+        waits[k], wait_times[k] = blocking[coll_names[k]]
+    # a collective's link: its node, its wait's node (-1: none), issue, start, end (JSON
+    # floats) and wait time (-1: none)
+    head, at = fmt.number_rows([
+        (fmt.INT, list(map(index.__getitem__, coll_names))),
+        (fmt.INT, list(map(index.get, waits, repeat(-1)))),
+        (fmt.MS, list(map(attrgetter("issue_us"), colls))),
+        (fmt.MS, list(map(attrgetter("start_us"), colls))),
+        (fmt.MS, list(map(attrgetter("end_us"), colls)))])
+    known = iter(fmt.rounded_ms_json([t for t in wait_times if t is not None]))
+    links = _Json("[" + ",".join(map(add, map(head.__getitem__, map(slice, at, at[1:])),
+                                     ["-1" if t is None else next(known) for t in wait_times]))
+                  + "]")
     return {
         "label": s.label,
         "makespan_us": _r(s.makespan_us),
