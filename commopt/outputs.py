@@ -100,7 +100,7 @@ def _build_outputs(result: OptimizeResult, options: OutputOptions, progress: Pro
     def built_report(footprint=None) -> OverlapReport:
         with progress.stage("build report"):
             return build_report(
-                g, g0.original_order, order, list(result.durations_us),
+                g, g0.original_order, result.order, list(result.durations_us),
                 before_graph=g0, before_durations_us=result.before_durations_us,
                 estimator_name=result.estimator,
                 before_sim=result.pipeline.initial, after_sim=result.pipeline.final,

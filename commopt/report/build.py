@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import reduce
 from itertools import compress, repeat
-from operator import add, le, not_, sub
+from operator import add, itemgetter, le, not_, sub
 from typing import Any
 
 import numpy as np
@@ -19,8 +19,9 @@ import numpy as np
 from commopt.certificate import certify
 from commopt.errors import GraphError
 from commopt.gc_freeze import collector_paused, freeze_long_lived
-from commopt.ir.graph import Graph, NodeKind
+from commopt.ir.graph import CollectiveInfo, Graph, Node, NodeKind
 from commopt.ir.schedule import Schedule
+from commopt.passes._common import node_kinds
 from commopt.report.explain import advise, explain_exposed
 from commopt.schemas.report import (
     CollectiveReport,
@@ -195,12 +196,28 @@ def _node_columns(graph: Graph, durations_us: Sequence[float],
         "kind": [_KIND_LABEL[node.kind] for node in nodes],
         "duration_us": [0.0 if node.kind is wait_kind else float(durations_us[i])
                         for node, i in zip(nodes, shown, strict=True)],
-        "bytes": [int(c.bytes if c is not None else node.nbytes)
-                  for node, c in zip(nodes, colls, strict=True)],
+        "bytes": _node_bytes(nodes, colls),
         "group": [c.group if c is not None else None for c in owners],
         "collective_type": [c.type if c is not None else None for c in owners],
     }
     return columns
+
+
+def _node_bytes(nodes: list[Node], colls: list[CollectiveInfo | None]) -> list[int]:
+    """The bytes of each node: a collective's message size (``colls``: each node's), else
+    what it produces, computed once per tuple of outputs (loaders share one among the nodes
+    that look alike: a handful per graph)."""
+    produced: dict[int, int] = {}
+    out: list[int] = []
+    for node, c in zip(nodes, colls, strict=True):
+        if c is not None:
+            out.append(int(c.bytes))
+        else:
+            size = produced.get(id(node.outputs))
+            if size is None:
+                size = produced[id(node.outputs)] = int(node.nbytes)
+            out.append(size)
+    return out
 
 
 def _merged(first: Graph, first_durations_us: Sequence[float], first_shown: list[int],
@@ -299,31 +316,31 @@ def _spans_by_lane(graph: Graph, order: Schedule, sim: SimResult) -> dict[str, _
     step (inputs, outputs and views are not shown)."""
     if not sim.events:
         return {}
-    node_of, lane_of, start_of, end_of = zip(*sim.events, strict=True)  # SimEvent's fields
+    # SimEvent's fields, a column each
+    node_of, lane_of, start_of, end_of = (list(map(itemgetter(k), sim.events)) for k in range(4))
     nodes = graph.nodes
-    kinds = [nodes[i].kind for i in node_of]
-    shown = np.array([kind not in _HIDDEN_KINDS for kind in kinds], dtype=bool)
-    # a wait's span is the compute stream idle on communication
-    exposed = np.array([kind is NodeKind.WAIT for kind in kinds], dtype=bool)
     node = np.array(node_of, dtype=np.int64)
+    kinds = node_kinds(graph)[node]
+    shown = ~np.isin(kinds, _HIDDEN_KINDS)
+    # a wait's span is the compute stream idle on communication
+    exposed = kinds == NodeKind.WAIT
     step = np.array(order.positions, dtype=np.int64)[node]
     start = np.array(start_of, dtype=np.float64)
     end = np.array(end_of, dtype=np.float64)
     lanes = sorted(set(lane_of))
     code = dict(zip(lanes, range(len(lanes)), strict=True))
     lane = np.fromiter(map(code.__getitem__, lane_of), dtype=np.int64, count=len(lane_of))
-    pos = order.positions
     by_lane: dict[str, _LaneSpans] = {}
     for k, name in enumerate(lanes):
         on = np.flatnonzero((lane == k) & shown)
         if len(on):
             on = on[np.lexsort((end[on], step[on], start[on]))]
             at = node[on].tolist()
-            on = on.tolist()
+            spans = on.tolist()
             # the simulation's own numbers (the report keeps them: no copies made here)
-            by_lane[name] = (list(map(float, map(start_of.__getitem__, on))),
-                             list(map(pos.__getitem__, at)),
-                             list(map(float, map(end_of.__getitem__, on))),
+            by_lane[name] = (list(map(float, map(start_of.__getitem__, spans))),
+                             step[on].tolist(),
+                             list(map(float, map(end_of.__getitem__, spans))),
                              [nodes[i].name for i in at], exposed[on].tolist())
     return by_lane
 
@@ -336,7 +353,9 @@ def _collectives(graph: Graph, order: Schedule, sim: SimResult) -> list[dict[str
     for t in sorted(sim.collectives, key=lambda t: pos[t.node]):
         node = nodes[t.node]
         info = node.collective
-        waits = sorted(graph.waits_of(t.node), key=pos.__getitem__)
+        waits = graph.waits_of(t.node)
+        if len(waits) > 1:  # coalesced
+            waits = sorted(waits, key=pos.__getitem__)
         wait = t.wait_node if t.wait_node is not None else (waits[0] if waits else None)
         colls.append({
             "node": node.name,

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import compress
 
 import numpy as np
 
 from commopt.ir.graph import Graph, NodeKind
 from commopt.ir.schedule import Schedule
+from commopt.passes._common import node_kinds
 from commopt.schemas.report import Advice, Reason
 from commopt.sim.result import COMPUTE_LANE, CollectiveTiming, SimResult
 
@@ -67,8 +69,7 @@ def _independence(graph: Graph, timings: Sequence[CollectiveTiming]) -> list[_In
     """
     # lists: faster to slice and index than the graph's arrays
     csr = (*(a.tolist() for a in graph.pred_arrays()), *(a.tolist() for a in graph.succ_arrays()))
-    compute = np.array([nd.index for nd in graph.nodes if nd.kind is NodeKind.COMPUTE],
-                       dtype=np.int64)
+    compute = np.flatnonzero(node_kinds(graph) == NodeKind.COMPUTE)
     out: list[_Independent] = []
     for k in range(0, len(timings), _SWEEP_WIDTH):
         batch = timings[k : k + _SWEEP_WIDTH]
@@ -96,27 +97,32 @@ def _marks(graph: Graph, batch: Sequence[CollectiveTiming],
         for w in graph.waits_of(t.node):
             waits[w] |= 1 << b
         of_group[t.group] = of_group.get(t.group, 0) | 1 << b
-    before = _reach_bits(own, succ_ptr, succ_idx, range(n - 1, -1, -1))
+    # index order is topological: no node after the last collective is an ancestor of one
+    before = _reach_bits(own, succ_ptr, succ_idx, range(max(t.node for t in batch) - 1, -1, -1))
     for j in graph.collectives():
         info = nodes[j].collective
         later = of_group.get(info.group, 0) & ~before[j] & ~own[j] if info is not None else 0
         if later:
             for w in graph.waits_of(j):
                 waits[w] |= later << len(batch)
-    return before, _reach_bits(waits, pred_ptr, pred_idx, range(n))
+    # and no node up to the first seeded wait comes after one
+    return before, _reach_bits(waits, pred_ptr, pred_idx, range(next(compress(range(n), waits), n) + 1, n))
 
 
 def _reach_bits(seeds: list[int], ptr: Sequence[int], idx: Sequence[int],
                 visit: Iterable[int]) -> list[int]:
     """Per node, the OR of ``seeds`` over the nodes it is reached from (not itself) along
     the CSR arrays, which list for each node the nodes it is reached from directly;
-    ``visit`` lists every node after all of those (index order is topological)."""
+    ``visit`` lists each node after all of those (index order is topological), and may
+    leave out nodes no seed reaches (they get 0)."""
     marks = [0] * len(seeds)
+    reached = seeds.copy()  # marks | seeds: what a node passes on
     for i in visit:
         m = 0
         for j in idx[ptr[i] : ptr[i + 1]]:
-            m |= marks[j] | seeds[j]
+            m |= reached[j]
         marks[i] = m
+        reached[i] = m | seeds[i]
     return marks
 
 
