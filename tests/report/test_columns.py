@@ -3,6 +3,7 @@ the writers' whole-column number helpers give what their one-value versions give
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -10,7 +11,7 @@ import struct
 
 from pydantic import TypeAdapter
 
-from commopt.report.fmt import rounded_ms, rounded_ms_json
+from commopt.report.fmt import INT, MS, number_rows, rounded_ms, rounded_ms_json
 from commopt.report.trace import _ns, _span_ns
 from commopt.schemas.report import EventColumns, NodeColumns, NodeInfo, ReportEvent
 
@@ -76,6 +77,18 @@ def test_rounded_ms_json_is_json_of_round_to_three_places():
     values = _tricky_floats() + [math.nan, math.inf, -math.inf, 2e12, -1e-4]
     assert rounded_ms_json(values) == [json.dumps(round(v, 3)) for v in values]
     assert rounded_ms_json([]) == []
+
+
+def test_number_rows_are_each_rows_values_as_json_with_their_offsets():
+    values = _tricky_floats() + [math.nan, math.inf, 2e12, -1e-4]
+    rng = random.Random(3)
+    ints = [rng.choice([0, 7, 10, 999, 10**12, -1, -42]) for _ in values]
+    flags = [rng.random() < 0.5 for _ in values]
+    text, offsets = number_rows([(MS, values), (INT, ints), (INT, flags)])
+    rows = [f"{json.dumps(round(v, 3))},{i},{int(f)}," for v, i, f in zip(values, ints, flags, strict=True)]
+    assert text == "".join(rows)
+    assert [text[a:b] for a, b in itertools.pairwise(offsets)] == rows
+    assert number_rows([(MS, []), (INT, [])]) == ("", [0])
 
 
 def test_span_ns_is_ns_of_each_end_never_before_its_start():
