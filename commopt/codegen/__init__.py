@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from commopt.codegen.model import RunnerModel, build_model
-from commopt.codegen.render import check_source, render
+from commopt.codegen.render import checked_source
 from commopt.gc_freeze import collector_paused, freeze_long_lived
 from commopt.ir.graph import Graph
 
@@ -50,8 +50,7 @@ def generate(graph: Graph, order: list[int] | None = None, plan: Any = None, *,
     # and the first one after would scan them all once unless they are frozen
     with collector_paused():
         model = build_model(graph, list(graph.original_order if order is None else order), plan)
-        check_source(model, runner_filename(graph), backend=backend)
-        source = render(model, backend=backend)
+        source = checked_source(model, runner_filename(graph), backend=backend)
         freeze_long_lived()
     return model, source
 

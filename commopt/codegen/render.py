@@ -9,12 +9,13 @@ JSON in a raw string, so the script's syntax does not depend on the graph.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import math
 import re
+from collections.abc import Iterator
 from importlib import resources
-from itertools import chain
+from itertools import chain, compress, repeat
+from operator import is_
 
 from commopt.codegen.model import RunnerModel
 from commopt.codegen.names import clean, comment
@@ -31,19 +32,48 @@ def template_text() -> str:
 def generated_sections(model: RunnerModel, *, backend: str | None = None) -> dict[str, str]:
     """The parts of the script that depend on the graph, by template section name; the rest
     of the script is the template as it stands."""
-    return {name: "".join(pieces) for name, pieces in _section_pieces(model, backend).items()}
+    pieces = _section_pieces(model, _tables(model), backend)
+    return {name: "".join(text) for name, text in pieces.items()}
 
 
 def render(model: RunnerModel, *, backend: str | None = None) -> str:
     """The runner script's source for ``model`` (``backend``: the default backend, or None)."""
-    return _fill(_section_pieces(model, backend))
+    return _fill(_section_pieces(model, _tables(model), backend))
 
 
-def _section_pieces(model: RunnerModel, backend: str | None) -> dict[str, list[str]]:
+def checked_source(model: RunnerModel, filename: str, *, backend: str | None = None) -> str:
+    """:func:`check_source`, then :func:`render`: the tables are built once, for both."""
+    tables = _tables(model)
+    _check(model, tables, filename, backend)
+    return _fill(_section_pieces(model, tables, backend))
+
+
+#: The data tables, by name in the script: the values :func:`_tables` gives them.
+_TABLES = ("GROUPS", "INPUTS", "ARENAS", "BUFFERS", "OPS", "PERSISTENT_PARAMS", "STEPS",
+           "OPTIMIZED_ORDER")
+
+
+def _tables(model: RunnerModel) -> dict[str, list | dict]:
+    """Each data table's value as the script holds it: plain rows (the specs' fields, shapes
+    as lists), the very values :func:`check_source` checks and :func:`render` writes."""
+    groups = [(g.var, g.name, g.size,
+               [list(s) for s in g.rank_sets] if g.rank_sets is not None else None)
+              for g in model.groups]
+    inputs = [(i.node, i.name, i.dtype, [list(s) for s in i.shapes], i.role, i.key)
+              for i in model.inputs]
+    buffers = [(b.var, b.group_var, b.offset_bytes, b.dtype, list(b.shape)) for b in model.buffers]
+    return dict(zip(_TABLES, (
+        groups, inputs, list(model.arenas), buffers, dict(model.ops),
+        [tuple(p) for p in model.persistent_params], model.steps, model.optimized_order),
+        strict=True))
+
+
+def _section_pieces(model: RunnerModel, tables: dict[str, list | dict],
+                    backend: str | None) -> dict[str, list[str]]:
     """:func:`generated_sections` as pieces of text, joined once with the template's: the
     step table is over 100 MB at a million nodes, and each concatenation copied it."""
-    return {"HEADER": [_header(model)], "GRAPH DATA": _graph_data(model, backend),
-            "STEPS": _steps(model)}
+    return {"HEADER": [_header(model)], "GRAPH DATA": _graph_data(model, tables, backend),
+            "STEPS": _steps(tables)}
 
 
 def _fill(sections: dict[str, list[str]]) -> str:
@@ -67,12 +97,16 @@ def check_source(model: RunnerModel, filename: str, *, backend: str | None = Non
     checked to be plain data (:func:`check_data`), whose ``repr()`` is always valid Python and
     whose JSON (no single quote in it) cannot end its raw string, and the script is compiled
     with its tables empty (the code, header and notes)."""
-    for value in (model.steps, model.optimized_order, model.inputs, model.groups, model.buffers,
-                  model.arenas, model.ops, model.persistent_params):
-        check_data(_plain(value))
-    empty = dataclasses.replace(model, steps=[], optimized_order=[], inputs=[], groups=[],
-                                buffers=[], arenas=[], ops={}, persistent_params=[])
-    compile(render(empty, backend=backend), filename, "exec")
+    _check(model, _tables(model), filename, backend)
+
+
+def _check(model: RunnerModel, tables: dict[str, list | dict], filename: str,
+           backend: str | None) -> None:
+    """:func:`check_source` of ``model`` with its :func:`_tables`."""
+    for value in tables.values():
+        check_data(value)
+    empty = {name: {} if isinstance(value, dict) else [] for name, value in tables.items()}
+    compile(_fill(_section_pieces(model, empty, backend)), filename, "exec")
 
 
 #: Exactly these types may appear in a table (subclasses such as IntEnum or numpy scalars
@@ -87,41 +121,46 @@ def check_data(value: object) -> None:
     One nesting level at a time, each level's types and dict keys gathered by C loops
     (``gc.get_referents`` yields a list's or tuple's items and a dict's values): a 100k-node
     step table holds over a million values, which a Python loop over each took most of a
-    second to check."""
-    level = [value]
+    second to check. Each level's types are listed once and its floats and dicts picked by
+    them (``compress``), so a value is read once for its type, not again for each kind."""
+    _check_levels([value])
+
+
+#: A level of more than this many values is checked in blocks of :data:`_CHECK_BLOCK`, each
+#: block down to its last level before the next: a block's values and their children stay in
+#: the CPU's caches across the passes over them, where a whole level of a large table (millions
+#: of values, scattered over the heap) did not, and took three times as long.
+_CHECK_LEVEL_MAX, _CHECK_BLOCK = 4096, 256
+
+
+def _check_levels(level: list) -> None:
+    """:func:`check_data` of every value in ``level`` and below."""
     while level:
-        types = set(map(type, level))
+        kinds = list(map(type, level))
+        types = set(kinds)
         if not types <= _PLAIN_TYPES:
             v = next(x for x in level if type(x) not in _PLAIN_TYPES)
             raise AssertionError(f"{type(v).__name__} value in the runner's data: {v!r:.80}")
-        if float in types and not all(map(math.isfinite, [x for x in level if type(x) is float])):
+        if float in types and not all(map(math.isfinite, _of_type(level, kinds, float))):
             v = next(x for x in level if type(x) is float and not math.isfinite(x))
             raise AssertionError(f"non-finite float {v!r} in the runner's data")
-        if dict in types:
-            keys = chain.from_iterable([x for x in level if type(x) is dict])
-            if not set(map(type, keys)) <= {str}:
-                raise AssertionError("a dict with non-string keys in the runner's data")
+        if dict in types and not set(map(type, chain.from_iterable(
+                _of_type(level, kinds, dict)))) <= {str}:
+            raise AssertionError("a dict with non-string keys in the runner's data")
         # scalars have no referents; a dict with non-string keys (refused above) lists its keys
         level = gc.get_referents(*level) if types & _CONTAINERS else []
+        if len(level) > _CHECK_LEVEL_MAX:
+            for start in range(0, len(level), _CHECK_BLOCK):
+                _check_levels(level[start:start + _CHECK_BLOCK])
+            return
+
+
+def _of_type(values: list, kinds: list[type], kind: type) -> Iterator[object]:
+    """The items of ``values`` whose type (``kinds``, item for item) is ``kind``."""
+    return compress(values, map(is_, kinds, repeat(kind)))
 
 
 _CONTAINERS = frozenset((list, tuple, dict))
-
-
-def _plain(value: object) -> object:
-    """Spec dataclasses as tuples of their fields (the rest unchanged). One level only (the
-    specs hold no dataclasses; one that did is caught by :func:`check_data`): ``astuple``
-    deep-copies every value, seconds for a 100k-node graph's tables. Whether an item is a
-    dataclass, and its fields, are asked once per type (the tables hold 100,000s of items
-    of one or two types); a list holding none (the step table) is returned as it is."""
-    if not isinstance(value, list):
-        return value
-    fields_of = {t: tuple(f.name for f in dataclasses.fields(t)) if dataclasses.is_dataclass(t)
-                 else None for t in set(map(type, value))}
-    if all(names is None for names in fields_of.values()):  # the step table: tuples only
-        return value
-    return [v if (names := fields_of[type(v)]) is None else tuple([getattr(v, n) for n in names])
-            for v in value]
 
 
 def _header(model: RunnerModel) -> str:
@@ -187,13 +226,8 @@ def _json_table(name: str, rows: list, per_line: int = 1) -> list[str]:
     return [f"{name} = json.loads(r'''[\n    ", *separated[1:], "\n]''')"]
 
 
-def _graph_data(model: RunnerModel, backend: str | None) -> list[str]:
-    groups = [(g.var, g.name, g.size,
-               [list(s) for s in g.rank_sets] if g.rank_sets is not None else None)
-              for g in model.groups]
-    inputs = [(i.node, i.name, i.dtype, [list(s) for s in i.shapes], i.role, i.key)
-              for i in model.inputs]
-    buffers = [(b.var, b.group_var, b.offset_bytes, b.dtype, list(b.shape)) for b in model.buffers]
+def _graph_data(model: RunnerModel, tables: dict[str, list | dict],
+                backend: str | None) -> list[str]:
     parts = [
         _table("GRAPH_NAME", model.graph_name),
         _table("WORLD_SIZE", model.world_size),
@@ -203,22 +237,22 @@ def _graph_data(model: RunnerModel, backend: str | None) -> list[str]:
         "# Process groups in creation order: (variable, c10d name in the graph, size, rank sets or None\n"
         "# for the whole world). A group defined along a mesh dimension lists every rank set of that\n"
         "# dimension; each rank keeps the one it belongs to.",
-        _table("GROUPS", groups),
+        _table("GROUPS", tables["GROUPS"]),
         "# Graph inputs: (node, name, dtype, local shape per rank, role, state-dict key or None).",
-        _json_table("INPUTS", inputs),
+        _json_table("INPUTS", tables["INPUTS"]),
         "# One arena per process group: (group variable, bytes).",
-        _table("ARENAS", list(model.arenas)),
+        _table("ARENAS", tables["ARENAS"]),
         "# Communication buffers: (variable, group variable, byte offset, dtype, shape).",
-        _json_table("BUFFERS", buffers),
+        _json_table("BUFFERS", tables["BUFFERS"]),
         "# Every operation the graph runs for real, resolved once at start-up: name -> overload.",
-        _table("OPS", dict(model.ops)),
+        _table("OPS", tables["OPS"]),
         "# Per iteration of the optimized order: tensors copied into buffers, and producers writing\n"
         "# straight into them (zero-copy).",
         _table("COPIES_PER_ITER", model.copies_per_iter),
         _table("ZERO_COPY_PER_ITER", model.zero_copy_per_iter),
         "# Parameters living in the arena for good (flat-parameter layout): (buffer variable, input\n"
         "# name). Copied in once when the inputs are loaded; all_gathers read them with no copy.",
-        _table("PERSISTENT_PARAMS", [tuple(p) for p in model.persistent_params]),
+        _table("PERSISTENT_PARAMS", tables["PERSISTENT_PARAMS"]),
         "# Peak bytes one rank holds during the optimized step as commopt's memory model predicts it\n"
         "# (arenas + inputs + every other live tensor; largest rank's sizes).",
         _table("PREDICTED_PEAK_BYTES", model.predicted_peak_bytes),
@@ -230,8 +264,8 @@ def _as_pieces(part: str | list[str]) -> list[str]:
     return [part] if isinstance(part, str) else part
 
 
-def _steps(model: RunnerModel) -> list[str]:
+def _steps(tables: dict[str, list | dict]) -> list[str]:
     """The step table (one record per node, the graph's order) and the optimized order."""
-    return [*_json_table("STEPS", model.steps), "\n",
+    return [*_json_table("STEPS", tables["STEPS"]), "\n",
             "# commopt's order: node indices (records of STEPS), run on the arenas.\n",
-            *_json_table("OPTIMIZED_ORDER", model.optimized_order, per_line=20), "\n"]
+            *_json_table("OPTIMIZED_ORDER", tables["OPTIMIZED_ORDER"], per_line=20), "\n"]
