@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from commopt.buffers import compare_plans, plan_buffers, validate_plan
+from commopt.buffers import compare_plans, order_digest, plan_buffers, validate_plan
 from commopt.errors import OptionError
 from commopt.ir.builder import GraphBuilder
 from commopt.ir.graph import CollectiveInfo, Node, NodeKind, Ref, TensorMeta
@@ -188,6 +188,17 @@ def test_plan_on_a_reordered_graph_validates_only_for_that_order():
     assert validate_plan(graph, sunk, plan) == []
     problems = validate_plan(graph, None, plan)
     assert any("different order" in p for p in problems)
+
+
+
+def test_an_order_digested_again_has_the_same_digest():
+    graph = fsdp_tp_stack(2, dp=2, hidden=64, tokens=32)
+    sunk = _sink_waits(graph)
+    first = order_digest(graph, sunk)
+    assert order_digest(graph, list(sunk)) == first  # remembered
+    assert order_digest(graph, graph.original_order) != first  # another order
+    assert order_digest(fsdp_tp_stack(2, dp=2, hidden=64, tokens=32), sunk) == first  # another graph
+    assert plan_buffers(graph, sunk).order_sha256 == first
 
 
 def _independent_allreduces():

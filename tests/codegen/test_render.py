@@ -49,3 +49,12 @@ def test_values_that_are_not_plain_data_are_refused(bad):
 
 def test_plain_data_passes():
     render.check_data([(1, "a", None, True, 2.5, [("v", 3)], {"k": [1, (2,)]})])
+
+
+def test_a_bad_value_deep_in_a_large_table_is_refused():
+    # over 4,096 values a level: checked in blocks, each down to its last level
+    rows = [(k, "n", "op", (k,), "relu", [{"v": k}], {}) for k in range(5000)]
+    render.check_data(rows)
+    rows[4321] = (4321, "n", "op", (4321,), "relu", [{"v": 4321, 7: "key not a str"}], {})
+    with pytest.raises(AssertionError, match="runner's data"):
+        render.check_data(rows)
