@@ -459,6 +459,9 @@ def bottom_levels_us(graph: Graph, order: Sequence[int], durations_us: Sequence[
     zero_time = np.isin(kinds, [int(k) for k in ZERO_TIME_KINDS])
     dur = np.where(zero_time, 0.0, np.asarray(durations_us, dtype=float)).tolist()
     queue = {} if graph.group_order else group_chain(graph, order)
+    chained = bytearray(n)
+    for i in chain:
+        chained[i] = 1
     bl = [0.0] * n
     for i in order[::-1]:  # a slice: reversed() of a Schedule indexes it node by node
         d = dur[i]
@@ -479,9 +482,8 @@ def bottom_levels_us(graph: Graph, order: Sequence[int], durations_us: Sequence[
                 if v > best:
                     best = v
             best += d
-        b = chain.get(i)
-        if b is not None and bl[b] > best:
-            best = bl[b]
+        if chained[i] and bl[chain[i]] > best:
+            best = bl[chain[i]]
         bl[i] = best
     return bl
 
@@ -499,46 +501,57 @@ class _MaxProfile:
         n = max(1, len(curve))
         self.n = n
         self.h = n.bit_length()
-        self.t = [0] * n + list(curve) + [0] * (n - len(curve))
+        t = np.zeros(2 * n, dtype=np.int64)
+        t[n:n + len(curve)] = curve
+        for k in range(self.h - 1, -1, -1):  # a level at a time, children first
+            lo, hi = 1 << k, min(2 << k, n)
+            if lo < hi:
+                t[lo:hi] = np.maximum(t[2 * lo:2 * hi:2], t[2 * lo + 1:2 * hi:2])
+        self.t = t.tolist()
         self.d = [0] * n
-        for p in range(n - 1, 0, -1):
-            self.t[p] = max(self.t[2 * p], self.t[2 * p + 1])
-
-    def _apply(self, p: int, value: int) -> None:
-        self.t[p] += value
-        if p < self.n:
-            self.d[p] += value
 
     def _build(self, p: int) -> None:
+        """Recompute the ancestors of ``p`` from their children and pending additions."""
         t, d = self.t, self.d
         while p > 1:
             p >>= 1
-            t[p] = max(t[2 * p], t[2 * p + 1]) + d[p]
+            a, b = t[2 * p], t[2 * p + 1]
+            t[p] = (a if a > b else b) + d[p]
 
     def _push(self, p: int) -> None:
-        d = self.d
+        """Hand the pending additions of ``p``'s ancestors down to their children."""
+        t, d, n = self.t, self.d, self.n
         for s in range(self.h, 0, -1):
             i = p >> s
             if i and d[i]:
-                self._apply(2 * i, d[i])
-                self._apply(2 * i + 1, d[i])
+                v, c = d[i], 2 * i
+                t[c] += v
+                t[c + 1] += v
+                if c < n:
+                    d[c] += v
+                if c + 1 < n:
+                    d[c + 1] += v
                 d[i] = 0
 
     def add(self, stop: int, value: int) -> None:
         """Add ``value`` over positions ``[0, stop)``."""
-        lo, hi = self.n, stop + self.n
-        l0, r0 = lo, hi
+        t, d, n = self.t, self.d, self.n
+        lo, hi = n, stop + n
         while lo < hi:
             if lo & 1:
-                self._apply(lo, value)
+                t[lo] += value
+                if lo < n:
+                    d[lo] += value
                 lo += 1
             if hi & 1:
                 hi -= 1
-                self._apply(hi, value)
+                t[hi] += value
+                if hi < n:
+                    d[hi] += value
             lo >>= 1
             hi >>= 1
-        self._build(l0)
-        self._build(r0 - 1)
+        self._build(n)
+        self._build(stop + n - 1)
 
     def max(self, start: int, stop: int) -> int:
         """The largest value over positions ``[start, stop)`` (``stop > start``)."""
@@ -549,11 +562,13 @@ class _MaxProfile:
         best = t[lo]
         while lo < hi:
             if lo & 1:
-                best = max(best, t[lo])
+                if t[lo] > best:
+                    best = t[lo]
                 lo += 1
             if hi & 1:
                 hi -= 1
-                best = max(best, t[hi])
+                if t[hi] > best:
+                    best = t[hi]
             lo >>= 1
             hi >>= 1
         return best
@@ -570,53 +585,73 @@ def _schedule(graph: Graph, order: Sequence[int], ctx: PassContext, budget: int 
     return _ListScheduler(graph, order, ctx, budget, policy, model, prepared).run()
 
 
-_K_IN, _K_OUT, _K_COLL, _K_WAIT = NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.COLLECTIVE, NodeKind.WAIT
 _heappush, _heappop = heapq.heappush, heapq.heappop  # module globals: the scheduler's loops call them per node
+#: The ready queue each node goes to (:attr:`_Prepared.queue`): graph inputs and views share
+#: one (inputs allocate nothing when they run), compute, waits, collectives, the output.
+_Q_INPUT, _Q_VIEW, _Q_COMPUTE, _Q_WAIT, _Q_COLL, _Q_OUT = range(6)
+#: The compute priorities whose key is a level (largest first), with the :class:`_Prepared`
+#: method that makes it; any other priority ranks by need.
+_LEVELS = {"bottom-level": "level", "domination": "domination"}
 
 
 class _Prepared:
     """What every list schedule of one input order shares, whatever its policy and budget:
-    positions, the collective chain (``ctx``'s rule), kinds, the zero-cost mask, need ranks,
-    in-degrees and the graph inputs' bytes; bottom levels, the users of each storage and the
-    input order's live-bytes curve on first use. Made once per order and chain rule, so the
-    policies tried (:meth:`ComputeOverlap.run`) do not each redo the sweeps."""
+    positions, the collective chain (``ctx``'s rule), each node's ready queue, need ranks,
+    in-degrees, the nodes ready at the start and the graph inputs' bytes; bottom levels, the
+    ranks of the priority keys, the users of each storage and the input order's live-bytes
+    curve on first use. Made once per order and chain rule, so the policies tried
+    (:meth:`ComputeOverlap.run`) do not each redo the sweeps."""
 
     def __init__(self, graph: Graph, order: Sequence[int], ctx: PassContext, model: MemoryModel) -> None:
         self.graph, self.order, self.model, self.dur = graph, order, model, ctx.durations_us
-        self.n = len(graph.nodes)
+        self.n = n = len(graph.nodes)
         schedule = Schedule.of(graph, order)
         self.pos = schedule.positions
         self.sequence = schedule.order  # a tuple: the scheduler indexes it per node
         self.sptr, self.sidx = graph.succ_arrays()
         self.chain = collective_chain(graph, order, ctx.allow_cross_group_reorder)
         self.succ = neighbour_lists(graph, self.chain, successors=True)  # data edges, then the chain's
-        self.kind = [node.kind for node in graph.nodes]
-        self.viewish = zero_cost_view_mask(graph)
+        kinds = node_kinds(graph)
+        self.queue = _queues(graph, kinds)
+        #: whether every node of the compute queue is compute, so :meth:`users_of` re-ranks
+        #: each one whose net allocation drops (else the scheduler tracks nets from the start)
+        self.nets_tracked = not np.any((kinds != NodeKind.COMPUTE) & (self.queues() == _Q_COMPUTE))
         self.seq, self.colls, self.need = self._need_ranks()
+        nodes = graph.nodes
+        self.group = {c: nodes[c].collective.group for c in self.colls}
+        #: each wait's collective, ``n`` for none (the scheduler's collective ends have a
+        #: slot there that stays 0.0)
+        self.wait_of = [n] * n
+        for w in np.flatnonzero(kinds == NodeKind.WAIT).tolist():
+            c = nodes[w].wait_of
+            if c is not None:
+                self.wait_of[w] = c
         ptr, _ = graph.pred_arrays()
-        self.indeg = np.diff(np.asarray(ptr, dtype=np.int64)).tolist()
-        for b in self.chain.values():
-            self.indeg[b] += 1
+        indeg = np.diff(np.asarray(ptr, dtype=np.int64))
+        np.add.at(indeg, np.fromiter(self.chain.values(), dtype=np.int64, count=len(self.chain)), 1)
+        self.indeg = indeg.tolist()
+        sequence = np.asarray(self.sequence, dtype=np.int64)
+        self.sources = sequence[indeg[sequence] == 0].tolist()  # in input order
         alloc = model.alloc
-        self.inputs_bytes = sum([alloc[i] for i in np.flatnonzero(node_kinds(graph) == NodeKind.INPUT).tolist()])
+        self.inputs_bytes = sum([alloc[i] for i in np.flatnonzero(kinds == NodeKind.INPUT).tolist()])
         self._level: list[float] | None = None
         self._domination: list[float] | None = None
         self._users: dict[int, list[int]] | None = None
         self._curve = None
         self._deadline: list[int] | None = None
+        self._ranks: dict[str, tuple[list[int], list[int]]] = {}
 
     def deadline(self) -> list[int]:
         """Per collective: the first input position that uses its result through its waits
         (the graph's output excluded), else its own position; computed on first use."""
         if self._deadline is None:
-            pos, kind, sptr, sidx = self.pos, self.kind, self.sptr, self.sidx
+            pos, queue, sptr, sidx = self.pos, self.queue, self.sptr, self.sidx
             used_at: dict[int, int] = {}  # collective -> first position using it
-            for w, node in enumerate(self.graph.nodes):
-                c = node.wait_of
-                if c is None or kind[w] is not _K_WAIT:
+            for w, c in enumerate(self.wait_of):
+                if c == self.n:
                     continue
                 for k in range(sptr[w], sptr[w + 1]):
-                    if kind[sidx[k]] is not _K_OUT:
+                    if queue[sidx[k]] != _Q_OUT:
                         used_at[c] = min(used_at.get(c, self.n), pos[sidx[k]])
             self._deadline = [used_at.get(i, p) for i, p in enumerate(pos)]
         return self._deadline
@@ -633,13 +668,35 @@ class _Prepared:
             self._domination = [-float(r) for r in domination_ranks(self.graph, self.order)]
         return self._domination
 
+    def ranks(self, key: str) -> tuple[list[int], list[int]]:
+        """``(rank, at)``: every node's rank by (``key``, input position) and the node at
+        each rank, so a ready queue holds ranks (plain ints) instead of tuples. ``key``:
+        ``"need"``, ``"deadline"``, or a :data:`_LEVELS` priority (larger levels first).
+        Computed on first use."""
+        if key not in self._ranks:
+            if key in _LEVELS:
+                keys = -np.asarray(getattr(self, _LEVELS[key])(), dtype=float)
+            else:
+                keys = np.asarray(self.need if key == "need" else self.deadline(), dtype=np.int64)
+            at = np.lexsort((np.asarray(self.pos, dtype=np.int64), keys))
+            rank = np.empty(self.n, dtype=np.int64)
+            rank[at] = np.arange(self.n)
+            self._ranks[key] = rank.tolist(), at.tolist()
+        return self._ranks[key]
+
+    def queues(self) -> np.ndarray:
+        """:attr:`queue` as an array."""
+        return np.frombuffer(self.queue, dtype=np.int8)
+
     def users_of(self) -> dict[int, list[int]]:
-        """Compute nodes by the storage roots they release (to re-rank them as uses drop)."""
+        """Compute nodes (of the compute queue) by the storage roots they release (to
+        re-rank them as uses drop)."""
         if self._users is None:
             users: dict[int, list[int]] = {}
             releases = self.model.releases
             order = np.asarray(self.order, dtype=np.int64)
-            for i in order[node_kinds(self.graph)[order] == NodeKind.COMPUTE].tolist():
+            compute = (node_kinds(self.graph) == NodeKind.COMPUTE) & (self.queues() == _Q_COMPUTE)
+            for i in order[compute[order]].tolist():
                 for r in releases[i]:
                     users.setdefault(r, []).append(i)
             self._users = users
@@ -675,51 +732,68 @@ class _Prepared:
         return seq, colls, need
 
 
+def _queues(graph: Graph, kinds: np.ndarray) -> bytes:
+    """Each node's ready queue (``_Q_*``): the output, collectives, waits, then graph inputs
+    and views (:func:`zero_cost_view_mask`), then compute, the first that applies."""
+    queue = np.full(len(kinds), _Q_COMPUTE, dtype=np.int8)
+    queue[np.frombuffer(zero_cost_view_mask(graph), dtype=np.uint8) != 0] = _Q_VIEW
+    for kind, q in ((NodeKind.INPUT, _Q_INPUT), (NodeKind.WAIT, _Q_WAIT),
+                    (NodeKind.COLLECTIVE, _Q_COLL), (NodeKind.OUTPUT, _Q_OUT)):
+        queue[kinds == kind] = q
+    return queue.tobytes()
+
+
 class _ListScheduler:
     """One list schedule of ``order`` on the simulated clock (see the module docstring).
 
     State: the clock ``t``, live and peak bytes, ready queues by kind (views, the next
     collectives in input order, waits by their collective's end, compute by priority and by
     input position, compute by net allocation under memory pressure), and each group's
-    stream. :meth:`run` takes one decision per step until every node is scheduled.
+    stream. The queues of views, collectives and compute hold ranks (:meth:`_Prepared.ranks`;
+    input positions where that is the key). Compute by input position and by net allocation
+    are only kept once first asked for (:meth:`by_position`, :meth:`by_net`): most schedules
+    never need them. :meth:`run` takes one decision per step until every node is scheduled.
     """
 
     def __init__(self, graph: Graph, order: Sequence[int], ctx: PassContext,
                  budget: int | None, policy: _Policy, model: MemoryModel, prepared: _Prepared) -> None:
-        self.nodes, self.order, self.budget = graph.nodes, order, budget
+        self.order, self.budget = order, budget
         self.n = n = len(graph.nodes)
         self.dur = ctx.durations_us
         p = prepared
         self.pos, self.succ, self.sequence = p.pos, p.succ, p.sequence
-        self.kind, self.viewish = p.kind, p.viewish
+        self.queue, self.wait_of, self.group = p.queue, p.wait_of, p.group
         self.lookahead = policy.lookahead
-        levels = {"bottom-level": p.level, "domination": p.domination}.get(policy.priority)
-        self.by_level = levels is not None
+        self.by_level = policy.priority in _LEVELS
         self.stall = policy.priority == "bottom-level" and policy.stall
         self.just_in_time = policy.just_in_time
-        self.coll_key = p.deadline() if policy.by_deadline else p.pos
-        self.level = levels() if levels is not None else None
+        self.level = getattr(p, _LEVELS[policy.priority])() if self.by_level else None
+        self.comp_rank, self.comp_at = p.ranks(policy.priority if self.by_level else "need")
+        self.coll_rank, self.coll_at = p.ranks("deadline") if policy.by_deadline else (p.pos, p.sequence)
         self.seq, self.colls, self.need = p.seq, p.colls, p.need
-        self.indeg = list(p.indeg)
+        self.indeg, self.sources = list(p.indeg), p.sources
         self.alloc, uses0, self.releases = model.alloc, model.uses, model.releases
         self.by_memory = policy.memory == "frees"
-        self.users_of = p.users_of() if self.by_memory else {}
+        self.prepared = p
+        self.users_of: dict[int, list[int]] = {}  # by :meth:`by_net`
         self.reserve = policy.reserve and budget is not None
         self.profile: _MaxProfile | None = None
         if self.reserve:
             self.profile = _MaxProfile(p.input_curve())
         self.uses = list(uses0)
         self.live = self.peak = p.inputs_bytes
-        self.ready, self.ahead, self.done = bytearray(n), bytearray(n), bytearray(n)
+        self.ahead, self.done = bytearray(n), bytearray(n)
         self.front, self.exposed, self.t = 0, 0.0, 0.0
         self.out: list[int] = []
-        self.views: list[tuple[int, int]] = []
-        self.colls_q: list[tuple[int, int, int]] = []  # (key, input position, node)
-        self.waits_q: list[tuple[float, int, int]] = []
-        self.comp_need: list[tuple[float, int, int]] = []
-        self.comp_pos: list[tuple[int, int]] = []
-        self.mem_q: list[tuple[int, int, int]] = []
-        self.coll_end = [0.0] * n
+        self.views: list[int] = []  # input positions
+        self.colls_q: list[int] = []  # collective ranks
+        self.waits_q: list[tuple[float, int, int]] = []  # (end, input position, node)
+        self.comp_need: list[int] = []  # compute ranks
+        self.comp_pos: list[int] | None = None  # input positions
+        self.mem_q: list[tuple[int, int, int]] | None = None  # (net bytes, input position, node)
+        if self.by_memory and not p.nets_tracked:
+            self.by_net()
+        self.coll_end = [0.0] * (n + 1)  # the last slot: waits of no collective
         self.stream_free: dict[str, float] = {}
         self.issued = bytearray(len(self.colls))
         self.next_seq = 0
@@ -728,11 +802,10 @@ class _ListScheduler:
     def run(self) -> tuple[Schedule, float, float, int]:
         """The schedule (checked once here: the budget checks and the simulator reuse its
         positions), its makespan and exposed communication, and its padded peak."""
-        for i in self.order:
-            if self.indeg[i] == 0:
-                self.push(i)
-        out, n, step = self.out, self.n, self.step
-        while len(out) < n:
+        for i in self.sources:
+            self.push(i)
+        step = self.step
+        for _ in range(self.n):  # each step schedules one node
             step()
         makespan_us = max([self.t, *self.stream_free.values()])
         return Schedule(self.out, self.n), makespan_us, self.exposed, self.peak
@@ -740,45 +813,47 @@ class _ListScheduler:
     def step(self) -> None:
         """Schedule one node, by the rules of the module docstring, in priority order."""
         if self.views:
-            _, i = heapq.heappop(self.views)
-            self.live += self.alloc[i] if self.kind[i] is not _K_IN else 0
+            i = self.sequence[_heappop(self.views)]
+            if self.queue[i] != _Q_INPUT:
+                self.live += self.alloc[i]
             self.finish(i)
-        elif self.waits_q and self.waits_q[0][0] <= self.t:
+            return
+        waits_q = self.waits_q
+        if waits_q and waits_q[0][0] <= self.t:
             self.stall_on_wait()  # already finished: no stall
+            return
+        nc = self.next_compute(False)
+        budget = self.budget
+        if budget is not None and nc >= 0 and (self.live + self.alloc[nc] > budget
+                                               or self.reserve and self.reserved(nc)):
+            self.under_memory_pressure(nc)
+        elif self.colls_q and self.issue_now(nc):
+            self.issue(self.coll_at[self.colls_q[0]])
+        elif self.stall and nc >= 0 and waits_q and self.wait_path_is_longer(nc):
+            self.stall_on_wait()  # the wait's path is longer: idle rather than delay it
+        elif nc >= 0:
+            self.run_compute(nc)
+        elif waits_q:
+            self.stall_on_wait()
+        elif self.output_node >= 0 and len(self.out) == self.n - 1:
+            self.finish(self.output_node)
         else:
-            nc = self.next_compute(False)
-            budget = self.budget
-            if budget is not None and nc >= 0 and (self.live + self.alloc[nc] > budget
-                                                   or self.reserved(nc)):
-                self.under_memory_pressure(nc)
-            elif self.colls_q and self.issue_now(nc):
-                self.issue(self.colls_q[0][2])
-            elif self.stall and nc >= 0 and self.waits_q and self.wait_path_is_longer(nc):
-                self.stall_on_wait()  # the wait's path is longer: idle rather than delay it
-            elif nc >= 0:
-                self.run_compute(nc)
-            elif self.waits_q:
-                self.stall_on_wait()
-            elif self.output_node >= 0 and len(self.out) == self.n - 1:
-                self.finish(self.output_node)
-            else:
-                raise AssertionError("compute-overlap: no node is ready; the graph has a cycle")
+            raise AssertionError("compute-overlap: no node is ready; the graph has a cycle")
 
     def issue_now(self, nc: int) -> bool:
         """Issue the next collective now unless its group's stream stays busy past the next
         compute step anyway (issuing later starts it at the same time and holds its output
         for less long) or it does not fit the memory budget; always when nothing else can
         run."""
-        c = self.colls_q[0][2]
+        c = self.coll_at[self.colls_q[0]]
         if nc < 0 and not self.waits_q:
             return True
-        free_at = self.stream_free.get(self.nodes[c].collective.group, 0.0)
         budget = self.budget
         fits = budget is None or (self.live + self.alloc[c] <= budget and not self.reserved(c))
         if nc < 0 and not self.just_in_time:
             return fits
         horizon = self.t + self.dur[nc] if nc >= 0 else self.waits_q[0][0]
-        return fits and free_at <= horizon
+        return fits and self.stream_free.get(self.group[c], 0.0) <= horizon
 
     def wait_path_is_longer(self, nc: int) -> bool:
         """With ``stall``: the first wait ends before compute ``nc`` would, and the longest
@@ -804,9 +879,9 @@ class _ListScheduler:
         if self.by_memory:
             m, net = self.most_freeing()
             if m >= 0 and net <= 0:
-                colls_q = self.colls_q
-                if colls_q and colls_q[0][1] < self.pos[m] and self.live + self.alloc[colls_q[0][2]] <= budget:
-                    self.issue(colls_q[0][2])
+                c = self.first_collective()
+                if c >= 0 and self.pos[c] < self.pos[m] and self.live + self.alloc[c] <= budget:
+                    self.issue(c)
                 else:
                     self.run_compute(m)
                 return
@@ -815,10 +890,15 @@ class _ListScheduler:
             return
         self.run_in_input_order(self.next_compute(True))
 
+    def first_collective(self) -> int:
+        """The collective the queue issues next; -1: none is ready."""
+        return self.coll_at[self.colls_q[0]] if self.colls_q else -1
+
     def run_in_input_order(self, nc: int) -> None:
         """Compute ``nc``, unless a collective comes before it in the input order."""
-        if self.colls_q and self.colls_q[0][1] < self.pos[nc]:
-            self.issue(self.colls_q[0][2])
+        c = self.first_collective()
+        if c >= 0 and self.pos[c] < self.pos[nc]:
+            self.issue(c)
         else:
             self.run_compute(nc)
 
@@ -830,23 +910,21 @@ class _ListScheduler:
 
     def push(self, i: int) -> None:
         """``i`` became ready: queue it by its kind."""
-        k = self.kind[i]
-        p = self.pos[i]
-        if k is _K_OUT:
-            self.output_node = i
-        elif k is _K_COLL:
-            _heappush(self.colls_q, (self.coll_key[i], p, i))
-        elif k is _K_WAIT:
-            c = self.nodes[i].wait_of
-            _heappush(self.waits_q, (self.coll_end[c] if c is not None else 0.0, p, i))
-        elif k is _K_IN or self.viewish[i]:
-            _heappush(self.views, (p, i))
+        q = self.queue[i]
+        if q == _Q_COMPUTE:
+            _heappush(self.comp_need, self.comp_rank[i])
+            if self.comp_pos is not None:
+                _heappush(self.comp_pos, self.pos[i])
+            if self.mem_q is not None:
+                _heappush(self.mem_q, (self.net_bytes(i), self.pos[i], i))
+        elif q <= _Q_VIEW:
+            _heappush(self.views, self.pos[i])
+        elif q == _Q_WAIT:
+            _heappush(self.waits_q, (self.coll_end[self.wait_of[i]], self.pos[i], i))
+        elif q == _Q_COLL:
+            _heappush(self.colls_q, self.coll_rank[i])
         else:
-            _heappush(self.comp_need, (-self.level[i] if self.by_level else self.need[i], p, i))
-            _heappush(self.comp_pos, (p, i))
-            if self.by_memory:
-                self.ready[i] = 1
-                _heappush(self.mem_q, (self.net_bytes(i), p, i))
+            self.output_node = i
 
     def net_bytes(self, i: int) -> int:
         """What running ``i`` now adds to live memory, net of the storage it frees."""
@@ -862,33 +940,56 @@ class _ListScheduler:
         live = self.live
         if live > self.peak:
             self.peak = live
-        pos, alloc, uses, ahead, done = self.pos, self.alloc, self.uses, self.ahead, self.done
-        done[i] = 1
+        self.done[i] = 1
         self.out.append(i)
-        if self.reserve and alloc[i] and self.kind[i] is not _K_IN and pos[i] > self.front:
-            ahead[i] = 1
-            self.profile.add(pos[i], alloc[i])
+        if self.reserve:
+            self.hold_ahead(i)
+        uses, alloc = self.uses, self.alloc
         for r in self.releases[i]:
             left = uses[r] = uses[r] - 1
             if left == 0:
                 live -= alloc[r]
-                if ahead[r]:
-                    ahead[r] = 0
-                    self.profile.add(pos[r], -alloc[r])
-            elif left == 1 and self.by_memory:
-                for u in self.users_of.get(r, ()):
-                    if self.ready[u] and not done[u]:
-                        _heappush(self.mem_q, (self.net_bytes(u), pos[u], u))
+                if self.reserve:
+                    self.drop_ahead(r)
+            elif left == 1 and self.mem_q is not None:
+                self.rerank_users(r)
         self.live = live
         indeg, push = self.indeg, self.push
         for s in self.succ[i]:
             left = indeg[s] = indeg[s] - 1
             if left == 0:
                 push(s)
-        front, order, n = self.front, self.sequence, self.n
+        if self.reserve:
+            self.advance_front()
+
+    def hold_ahead(self, i: int) -> None:
+        """With ``reserve``: ``i``, run ahead of the input order's frontier, holds its bytes
+        over the input positions before its own until it is freed."""
+        pos, alloc = self.pos, self.alloc
+        if alloc[i] and self.queue[i] != _Q_INPUT and pos[i] > self.front:
+            self.ahead[i] = 1
+            self.profile.add(pos[i], alloc[i])
+
+    def drop_ahead(self, r: int) -> None:
+        """With ``reserve``: storage ``r`` is freed; it no longer holds bytes ahead."""
+        if self.ahead[r]:
+            self.ahead[r] = 0
+            self.profile.add(self.pos[r], -self.alloc[r])
+
+    def advance_front(self) -> None:
+        """With ``reserve``: move the frontier past the input order's scheduled nodes."""
+        front, order, n, done = self.front, self.sequence, self.n, self.done
         while front < n and done[order[front]]:
             front += 1
         self.front = front
+
+    def rerank_users(self, r: int) -> None:
+        """Storage ``r`` has one use left: its ready compute users, which may now free it,
+        queue again by their new net allocation."""
+        indeg, done, pos = self.indeg, self.done, self.pos
+        for u in self.users_of.get(r, ()):
+            if not indeg[u] and not done[u]:
+                _heappush(self.mem_q, (self.net_bytes(u), pos[u], u))
 
     def reserved(self, i: int) -> bool:
         """Whether running ``i`` now would eat into the room the input order's future peak
@@ -899,22 +1000,51 @@ class _ListScheduler:
 
     def next_compute(self, pressure: bool) -> int:
         """The compute node to run next: by priority (bottom level, or what the next
-        ``lookahead`` collectives need), or in input order under ``pressure``; -1: none."""
-        comp_need, comp_pos, done = self.comp_need, self.comp_pos, self.done
-        while comp_need and done[comp_need[0][2]]:
-            _heappop(comp_need)
-        while comp_pos and done[comp_pos[0][1]]:
+        ``lookahead`` collectives need), or in input order under ``pressure``; -1: none.
+        Both queues hold every ready compute node (done ones leave them lazily), so either
+        tells whether one is ready."""
+        done = self.done
+        if not pressure:
+            comp_need, comp_at = self.comp_need, self.comp_at
+            while comp_need and done[comp_at[comp_need[0]]]:
+                _heappop(comp_need)
+            if not comp_need:
+                return -1
+            first = comp_at[comp_need[0]]
+            if self.by_level or (self.lookahead > 0 and self.need[first] < self.next_seq + self.lookahead):
+                return first
+        comp_pos, sequence = self.by_position(), self.sequence
+        while comp_pos and done[sequence[comp_pos[0]]]:
             _heappop(comp_pos)
-        if not comp_pos:
-            return -1
-        if not pressure and (self.by_level or (self.lookahead > 0
-                                               and comp_need[0][0] < self.next_seq + self.lookahead)):
-            return comp_need[0][2]
-        return comp_pos[0][1]
+        return sequence[comp_pos[0]] if comp_pos else -1
+
+    def ready_compute(self) -> list[int]:
+        """The ready compute nodes not yet run (from the priority queue)."""
+        comp_at, done = self.comp_at, self.done
+        return [i for i in map(comp_at.__getitem__, self.comp_need) if not done[i]]
+
+    def by_position(self) -> list[int]:
+        """The queue of ready compute by input position, started on first use."""
+        if self.comp_pos is None:
+            pos = self.pos
+            self.comp_pos = [pos[i] for i in self.ready_compute()]
+            heapq.heapify(self.comp_pos)
+        return self.comp_pos
+
+    def by_net(self) -> list[tuple[int, int, int]]:
+        """The queue of ready compute by net allocation, started on first use. Each node
+        queues again whenever its net drops (:meth:`rerank_users`; a net never rises before
+        the node runs), so its latest entry is current and older ones are larger."""
+        if self.mem_q is None:
+            pos, net_bytes = self.pos, self.net_bytes
+            self.users_of = self.prepared.users_of()
+            self.mem_q = [(net_bytes(i), pos[i], i) for i in self.ready_compute()]
+            heapq.heapify(self.mem_q)
+        return self.mem_q
 
     def most_freeing(self) -> tuple[int, int]:
         """The ready compute node with the smallest net allocation, and that net."""
-        mem_q = self.mem_q
+        mem_q = self.by_net()
         while mem_q:
             net, p, i = mem_q[0]
             if self.done[i]:
@@ -929,11 +1059,11 @@ class _ListScheduler:
 
     def issue(self, c: int) -> None:
         """Issue collective ``c`` (the head of the collective queue) on its group's stream."""
-        heapq.heappop(self.colls_q)
-        group = self.nodes[c].collective.group
-        start = max(self.t, self.stream_free.get(group, 0.0))
-        self.coll_end[c] = start + self.dur[c]
-        self.stream_free[group] = self.coll_end[c]
+        _heappop(self.colls_q)
+        group, stream_free, t = self.group[c], self.stream_free, self.t
+        free_at = stream_free.get(group, 0.0)
+        end = self.coll_end[c] = (free_at if free_at > t else t) + self.dur[c]
+        stream_free[group] = end
         self.live += self.alloc[c]
         self.issued[self.seq[c]] = 1
         while self.next_seq < len(self.colls) and self.issued[self.next_seq]:
@@ -942,7 +1072,7 @@ class _ListScheduler:
 
     def stall_on_wait(self) -> None:
         """Take the wait whose collective ends first; the compute stream idles until then."""
-        end, _, i = heapq.heappop(self.waits_q)
+        end, _, i = _heappop(self.waits_q)
         if end > self.t:
             self.exposed += end - self.t
             self.t = end
