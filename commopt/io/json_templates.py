@@ -21,6 +21,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable
+from itertools import accumulate
 from typing import Any
 
 import pydantic_core
@@ -98,16 +99,10 @@ def _read(head: dict[str, Any], section: str, lines: list[str], file: str | None
     del pieces
     if len(templates) != len(lines):
         raise jg._NotPlain
-    counts: dict[str, int] = {}
-    starts = []  # where each line's names start in names_found
-    at = 0
-    for t in templates:
-        k = counts.get(t)
-        if k is None:
-            k = counts[t] = t.count(_PLACEHOLDER)
-        starts.append(at)
-        at += k
-    if at != len(names_found) or 0 in counts.values():
+    counts = {t: t.count(_PLACEHOLDER) for t in dict.fromkeys(templates)}
+    # where each line's names start in names_found, and (last) where they end
+    starts = list(accumulate(map(counts.__getitem__, templates), initial=0))
+    if starts.pop() != len(names_found) or 0 in counts.values():
         raise jg._NotPlain
     n = len(lines)
     if not section.startswith(_NAME_START) or section.count(_NODES_SEP + _NAME_START) != n - 1:
@@ -150,29 +145,30 @@ class _Stamper:
         forms: dict[str, _Form] = {}
         out = []
         append = out.append
-        for pos, t in enumerate(templates):
+        for pos, t, s in zip(range(n), templates, starts, strict=True):
             form = forms.get(t)
             if form is None:
                 form = forms[t] = _Form(self._proto(t, proto_names), n, counts[t])
-            s = starts[pos]
-            idx = found_index[s:s + form.count]
-            if unknown and any(idx[j] is None for j in form.refers):
+            if unknown and any(found_index[s + j] is None for j in form.refers):
                 raise jg._NotPlain  # parsing words the error
             one = form.one_input
             if one is not None:
-                inputs = (idx[one],)
+                i = found_index[s + one]
+                inputs = (i,)
+                args = (ref_of(i),)
             elif form.inputs_of is not None:
-                inputs = form.inputs_of(idx)
+                got = form.inputs_of(found_index[s:s + form.count])
+                inputs = tuple(dict.fromkeys(got)) if len(got) > 1 else got
+                args = tuple(map(ref_of, got))
             else:
-                append(self._stamp(form, pos, names_found[s:s + form.count], idx))
+                c = form.count
+                append(self._stamp(form, pos, names_found[s:s + c], found_index[s:s + c]))
                 continue
             kind, op, outputs, collective, wait_of, alias_of, side_effect, rng, duration = form.fields
             append(Node(
-                pos, names_found[s], kind, op,
-                tuple(dict.fromkeys(inputs)) if len(inputs) > 1 else inputs,
-                outputs, tuple(map(ref_of, inputs)), {}, collective,
-                None if wait_of is None else idx[wait_of],
-                None if alias_of is None else idx[alias_of],
+                pos, names_found[s], kind, op, inputs, outputs, args, {}, collective,
+                None if wait_of is None else found_index[s + wait_of],
+                None if alias_of is None else found_index[s + alias_of],
                 (), side_effect, rng, duration, {},
             ))
         return out
