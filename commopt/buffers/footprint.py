@@ -19,7 +19,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from commopt.buffers.lifetimes import BufferTable, buffer_table, parse_collective_types
+from commopt.buffers.lifetimes import (
+    KIND_OUTPUT,
+    KIND_PERSISTENT,
+    KIND_READ,
+    KIND_READ_IN_PLACE,
+    BufferTable,
+    buffer_table,
+    parse_collective_types,
+)
 from commopt.buffers.offsets import lower_bound
 from commopt.buffers.persistent import find_persistent_params
 from commopt.buffers.planner import DEFAULT_ALIGN_BYTES
@@ -90,23 +98,16 @@ def _arena_held(table: BufferTable) -> _ArenaHeld:
     """``table``'s :class:`_ArenaHeld` (cached: the budget search estimates many orders)."""
     held = _HELD.get(table)
     if held is None:
-        groups: dict[str, list[int]] = {}
-        resident: set[int] = set()
-        copied: set[int] = set()
-        for b, (c, role, _k, value, group, _m, _p, _l, _prod, persistent, shared) in enumerate(table.rows):
-            groups.setdefault(group, []).append(b)
-            if role in ("output", "inout"):
-                resident.add(c)
-            if persistent:
-                resident.add(value)
-            else:
-                if role in ("input", "inout"):
-                    copied.add(c)
-                copied.update(m for m, _ in shared)  # read the copy
-        held = _HELD[table] = _ArenaHeld(
-            np.asarray([row[6] for row in table.rows], dtype=np.int64),
-            [np.asarray(rows, dtype=np.int64) for rows in groups.values()],
-            frozenset(resident), frozenset(copied))
+        kind, collective = table.kind, table.sites.site_node[table.site]
+        persistent = np.flatnonzero(kind == KIND_PERSISTENT).tolist()
+        rows = table.rows
+        resident = {*collective[(kind == KIND_OUTPUT) | (kind == KIND_READ_IN_PLACE)].tolist(),
+                    *(rows[b][3] for b in persistent)}  # outputs, inout slots, parameters
+        # collectives reading an input slot: its owner and the readers sharing it
+        copied = {*collective[(kind == KIND_READ) | (kind == KIND_READ_IN_PLACE)].tolist(),
+                  *table.sites.site_node[table.member_site].tolist()}
+        held = _HELD[table] = _ArenaHeld(table.padded_bytes, list(table.group_rows.values()),
+                                         frozenset(resident), frozenset(copied))
     return held
 
 

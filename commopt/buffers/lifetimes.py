@@ -28,6 +28,9 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -47,7 +50,7 @@ from commopt.ir.graph import (
 from commopt.ir.layout import same_bytes_root
 from commopt.ir.out_variants import write_mode
 from commopt.ir.schedule import Schedule
-from commopt.ir.sizes import has_data_dependent_output
+from commopt.ir.sizes import SYMBOLIC_SHAPES_ATTR, has_data_dependent_output
 from commopt.sim.memory import position_array
 from commopt.sim.model import input_pairs
 
@@ -166,9 +169,10 @@ def collective_inputs(node: Node) -> list[int]:
     return list(node.inputs)
 
 
-@dataclass(frozen=True, slots=True)
-class _Read:
-    """A tensor a collective reads, with what its buffer needs that no order changes."""
+class _Read(NamedTuple):
+    """A tensor a collective reads, with what its buffer needs that no order changes (a
+    tuple: made once per read of every collective, where a frozen dataclass's checked
+    assignments cost more than the rest of making it)."""
 
     k: int
     value: int
@@ -182,8 +186,7 @@ class _Read:
     may_write_in_place: bool
 
 
-@dataclass(frozen=True, eq=False)
-class _Site:
+class _Site(NamedTuple):
     """One collective's order-independent facts: its node, waits, reads and outputs."""
 
     c: int
@@ -232,7 +235,8 @@ def _sites(graph: Graph) -> _Sites:
         ins = [i for i in collective_inputs(node) if nodes[i].outputs]
         reads = []
         for k, i in enumerate(ins):
-            if has_data_dependent_output(nodes[i]):
+            # (a node without symbolic shapes, nearly all, has static sizes: no call to ask)
+            if SYMBOLIC_SHAPES_ATTR in nodes[i].attrs and has_data_dependent_output(nodes[i]):
                 continue  # sized when the program runs: a fresh tensor, never a fixed slot
             meta, root = nodes[i].outputs[0], keys[i][0]
             reads.append(_Read(k, i, root, meta, meta.padded_nbytes, meta.nbytes,
@@ -242,14 +246,18 @@ def _sites(graph: Graph) -> _Sites:
                                    # buffer; planning would hold the idle input slot longer
                                    node.collective.type not in IN_PLACE_TYPES
                                    and same_bytes_root(graph, i) == root))))
-        outputs = tuple(None if has_data_dependent_output(node, k) else (m, m.padded_nbytes, m.nbytes)
-                        for k, m in enumerate(node.outputs))
+        if SYMBOLIC_SHAPES_ATTR in node.attrs:
+            outputs = tuple(None if has_data_dependent_output(node, k) else (m, m.padded_nbytes, m.nbytes)
+                            for k, m in enumerate(node.outputs))
+        else:
+            outputs = tuple([(m, m.padded_nbytes, m.nbytes) for m in node.outputs])
         sites.append(_Site(c, node.collective, tuple(graph.waits_of(c)), tuple(reads), outputs))
-    waits = [(j, w) for j, site in enumerate(sites) for w in site.waits]
+    waits = [site.waits for site in sites]
+    counts = np.fromiter(map(len, waits), dtype=np.int64, count=len(waits))
     cached = _Sites(keys, key_ids, touch_node, touch_key, tuple(sites),
                     np.asarray([site.c for site in sites], dtype=np.int64),
-                    np.asarray([j for j, _ in waits], dtype=np.int64),
-                    np.asarray([w for _, w in waits], dtype=np.int64))
+                    np.repeat(np.arange(len(sites), dtype=np.int64), counts),
+                    np.fromiter(chain.from_iterable(waits), dtype=np.int64, count=int(counts.sum())))
     _SITES[graph] = cached
     return cached
 
@@ -287,7 +295,7 @@ def collect_buffers(
 
 
 #: Row kinds of a :class:`BufferTable`.
-_PERSISTENT, _READ, _READ_IN_PLACE, _OUTPUT = 0, 1, 2, 3
+KIND_PERSISTENT, KIND_READ, KIND_READ_IN_PLACE, KIND_OUTPUT = 0, 1, 2, 3
 
 
 @dataclass(frozen=True, eq=False)
@@ -302,7 +310,9 @@ class BufferTable:
     collectives), ``root``/``root_is_input``/``may_write`` (a read's storage root and whether
     its producer may write into the buffer), ``value_keys``/``own_keys`` (alias-key ids whose
     last touch bounds it, two each; an id past the keys reads -1), and the members of shared
-    slots as (buffer, site) pairs.
+    slots as (buffer, site) pairs. ``padded_bytes`` and ``group_rows`` (each process group's
+    buffers, groups in the order of their first buffer) serve the footprint estimate and
+    the planner alike.
     """
 
     rows: list[tuple]
@@ -316,6 +326,8 @@ class BufferTable:
     member_row: np.ndarray
     member_site: np.ndarray
     sites: _Sites
+    padded_bytes: np.ndarray
+    group_rows: dict[str, np.ndarray]
 
     def lifetimes(self, graph: Graph, order: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(first, last, zero_copy) of every buffer on ``order`` (rules in the module
@@ -360,16 +372,16 @@ class BufferTable:
         value_last = last_touch[self.value_keys].max(axis=1)
         own_last = last_touch[self.own_keys].max(axis=1)
         kind = self.kind
-        end = np.where(kind == _READ_IN_PLACE, np.maximum(np.maximum(done, value_last), own_last), end)
-        reads = (kind == _READ) | (kind == _READ_IN_PLACE)
+        end = np.where(kind == KIND_READ_IN_PLACE, np.maximum(np.maximum(done, value_last), own_last), end)
+        reads = (kind == KIND_READ) | (kind == KIND_READ_IN_PLACE)
         end = np.where(reads, np.maximum(end, start), end)
         zero_copy = self.may_write & (value_last <= end)
         producer_at = np.where(self.root_is_input, 0, pos[self.root])
         first = np.where(zero_copy, np.minimum(producer_at, start), start)
-        outputs = kind == _OUTPUT
+        outputs = kind == KIND_OUTPUT
         first = np.where(outputs, issue, first)
         last = np.where(outputs, np.maximum(done, own_last), end)
-        slots = kind == _PERSISTENT
+        slots = kind == KIND_PERSISTENT
         first = np.where(slots, 0, first)
         last = np.where(slots, max(0, len(pos) - 1), last)
         return first, last, zero_copy
@@ -416,11 +428,13 @@ class _TableBuilder:
         for j, site in enumerate(self.sites.sites):
             if self.wanted is None or site.info.type in self.wanted:
                 self.add_site(j, site)
-        cols = np.asarray(self.cols, dtype=np.int64).reshape(len(self.cols), 9)
-        members = np.asarray(self.members, dtype=np.int64).reshape(len(self.members), 2)
-        return BufferTable(self.rows, cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3].astype(bool),
+        cols, members = _int_columns(self.cols, 9), _int_columns(self.members, 2)
+        rows = self.rows
+        return BufferTable(rows, cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3].astype(bool),
                            cols[:, 4].astype(bool), cols[:, 5:7], cols[:, 7:9], members[:, 0],
-                           members[:, 1], self.sites)
+                           members[:, 1], self.sites,
+                           np.fromiter(map(itemgetter(6), rows), dtype=np.int64, count=len(rows)),
+                           _group_rows(rows))
 
     def add_site(self, j: int, site: _Site) -> None:
         c, info = site.c, site.info
@@ -433,18 +447,19 @@ class _TableBuilder:
                     meta = self.graph.nodes[slot.param].outputs[0]
                     self.rows.append((c, "input", r.k, slot.param, slot.group, meta, meta.padded_nbytes,
                                       meta.nbytes, slot.param, True, slot.reads[1:]))
-                    self.cols.append((_PERSISTENT, j, 0, 0, 0, none, none, none, none))
+                    self.cols.append((KIND_PERSISTENT, j, 0, 0, 0, none, none, none, none))
                 continue
             members = self.sharing.get((c, r.k), ())
             if members and members[0] != (c, r.k):
                 continue  # reads the slot of the set's first member
-            self.members.extend((len(self.rows), self.site_of[m]) for m, _ in members)
+            if members:
+                self.members.extend((len(self.rows), self.site_of[m]) for m, _ in members)
             root, k = keys[r.value]
             own = (self.key((keys[c][0], r.k)), self.key((keys[c][0], ALL_TENSORS))) if info.in_place \
                 else (none, none)
             self.rows.append((c, role, r.k, r.value, info.group, r.meta, r.padded_bytes, r.local_bytes,
                               r.root, False, members[1:]))
-            self.cols.append((_READ_IN_PLACE if info.in_place else _READ, j, r.root, r.root_is_input,
+            self.cols.append((KIND_READ_IN_PLACE if info.in_place else KIND_READ, j, r.root, r.root_is_input,
                               r.may_write_in_place, self.key((root, k)), self.key((root, ALL_TENSORS)),
                               *own))
         if info.in_place:
@@ -455,8 +470,25 @@ class _TableBuilder:
                 continue
             meta, padded, local = output
             self.rows.append((c, "output", k, c, info.group, meta, padded, local, None, False, ()))
-            self.cols.append((_OUTPUT, j, 0, 0, 0, none, none, self.key((c, k if multi else 0)),
+            self.cols.append((KIND_OUTPUT, j, 0, 0, 0, none, none, self.key((c, k if multi else 0)),
                               self.key((c, ALL_TENSORS)) if multi else none))
+
+
+def _int_columns(records: list[tuple], width: int) -> np.ndarray:
+    """``records`` (tuples of ``width`` ints) as an array, one row each: read as one flat
+    iterator (``np.asarray`` inspects every tuple as a sequence, several times slower)."""
+    return np.fromiter(chain.from_iterable(records), dtype=np.int64,
+                       count=width * len(records)).reshape(len(records), width)
+
+
+def _group_rows(rows: list[tuple]) -> dict[str, np.ndarray]:
+    """Each process group's row numbers (ascending), groups in the order of their first row."""
+    names = list(map(itemgetter(4), rows))
+    ids = {name: i for i, name in enumerate(dict.fromkeys(names))}
+    if len(ids) == 1:
+        return {name: np.arange(len(rows), dtype=np.int64) for name in ids}
+    code = np.fromiter(map(ids.__getitem__, names), dtype=np.int64, count=len(names))
+    return {name: np.flatnonzero(code == i) for name, i in ids.items()}
 
 
 def _sharing(graph: Graph, wanted: frozenset[str] | None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from pydantic import ValidationError
 
 from commopt import atomic
 from commopt.errors import GraphError, json_path
-from commopt.json_lines import dumps_line
+from commopt.json_lines import compact_each, dumps_line
 from commopt.schemas.buffer_plan import FORMAT_NAME, BufferPlan, GroupArena, PlannedBuffer
 
 
@@ -54,6 +55,11 @@ def _buffer_doc(buf: PlannedBuffer) -> dict[str, Any]:
 
 #: Lists whose items are written one per line, each item as compact JSON.
 _ONE_LINE_ITEMS = frozenset({"buffers", "params", "not_qualified"})
+#: :data:`commopt.json_lines.dumps_line` of each of many values, C-mapped
+_each_line = compact_each(ensure_ascii=False, separators=(", ", ": "))
+#: Items written per chunk of a one-line-per-item list: a Python step per block, not per
+#: buffer, and a plan of 100,000s of buffers still streamed in small pieces
+_LINES_PER_CHUNK = 1024
 _plain = json.JSONEncoder(ensure_ascii=False, indent=2).encode
 
 
@@ -66,11 +72,11 @@ def _chunks(value: Any, depth: int, key: str | None = None) -> Iterator[str]:
             yield from _chunks(item, depth + 1, name)
         yield "\n" + pad + "}"
     elif isinstance(value, list) and value and key in _ONE_LINE_ITEMS:
-        yield "["
-        for k, item in enumerate(value):
-            if isinstance(value, _Items):
-                item = _buffer_doc(item)
-            yield ("\n" if k == 0 else ",\n") + inner + dumps_line(item)
+        lines = _each_line(map(_buffer_doc, value) if isinstance(value, _Items) else value)
+        between = ",\n" + inner
+        yield "[\n" + inner + between.join(islice(lines, _LINES_PER_CHUNK))
+        while block := between.join(islice(lines, _LINES_PER_CHUNK)):
+            yield between + block
         yield "\n" + pad + "]"
     elif isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
         yield "["

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
 from commopt.buffers.digest import document_digest, order_digest
 from commopt.buffers.lifetimes import buffer_table, parse_collective_types
 from commopt.buffers.offsets import assign_offsets, lower_bound
@@ -117,27 +119,24 @@ class _Lifetimes:
     def __init__(self, graph: Graph, order: Sequence[int], types: tuple[str, ...] | None,
                  persistent: PersistentParams = NO_PERSISTENT) -> None:
         table = buffer_table(graph, types, persistent)
-        first, last, zero_copy = table.lifetimes(graph, order)
-        self.rows = table.rows
-        self.firsts, self.lasts, self.zero_copy = first.tolist(), last.tolist(), zero_copy.tolist()
-        by_group: dict[str, list[int]] = {}
-        for b, row in enumerate(self.rows):
-            by_group.setdefault(row[4], []).append(b)
-        self.groups = sorted(by_group.items())
+        self.first, self.last, self.zero_copy = table.lifetimes(graph, order)
+        self.rows, self.padded_bytes = table.rows, table.padded_bytes
+        self.groups = sorted(table.group_rows.items())
 
-    def packing(self, buffers: list[int], align: int) -> _Packing:
+    def packing(self, buffers: np.ndarray, align: int) -> _Packing:
         """The packing of these buffers (row numbers)."""
-        rows, firsts, lasts = self.rows, self.firsts, self.lasts
-        return _Packing.of_lifetimes([rows[b][6] for b in buffers], [firsts[b] for b in buffers],
-                                     [lasts[b] for b in buffers], align)
+        return _Packing.of_lifetimes(self.padded_bytes[buffers].tolist(), self.first[buffers].tolist(),
+                                     self.last[buffers].tolist(), align)
 
 
 class _Packing:
-    """One group's buffers packed: aligned sizes, offsets, arena bytes and its bounds."""
+    """One group's buffers packed: aligned sizes, offsets, arena bytes and its bounds (and
+    the lifetimes it packed)."""
 
     def __init__(self, sizes: list[int], offsets: list[int], arena: int, heuristic: str,
-                 lower: int) -> None:
+                 lower: int, firsts: list[int], lasts: list[int]) -> None:
         self.sizes, self.offsets, self.arena, self.heuristic = sizes, offsets, arena, heuristic
+        self.firsts, self.lasts = firsts, lasts
         self.lower_bound = lower
         self.per_call_site = sum(sizes)
 
@@ -148,7 +147,7 @@ class _Packing:
         (:func:`commopt.buffers.offsets.assign_offsets`)."""
         sizes = [align_up(size, align) for size in padded_bytes]
         offsets, arena, heuristic = assign_offsets(sizes, firsts, lasts)
-        return cls(sizes, offsets, arena, heuristic, lower_bound(sizes, firsts, lasts))
+        return cls(sizes, offsets, arena, heuristic, lower_bound(sizes, firsts, lasts), firsts, lasts)
 
 
 def _packings(graph: Graph, order: Sequence[int], types: tuple[str, ...] | None, align: int,
@@ -165,21 +164,21 @@ _planned_buffer = maker(PlannedBuffer)
 _ROLE_NAMES = {"input": "in", "output": "out", "inout": "inout"}
 
 
-def _plan_group(graph: Graph, group: str, lifetimes: _Lifetimes, buffers: list[int],
+def _plan_group(graph: Graph, group: str, lifetimes: _Lifetimes, buffers: np.ndarray,
                 packed: _Packing) -> tuple[GroupArena, list[dict]]:
     """One group's arena, and its buffers (row numbers of ``lifetimes``) as the plain data a
     dump of them gives."""
     pg = graph.groups.get(group)
     nodes = graph.nodes
-    table_rows, firsts, lasts, zero_copy = lifetimes.rows, lifetimes.firsts, lifetimes.lasts, \
-        lifetimes.zero_copy
     # the rows: plain data in the schema's key order, the fields a dump omits left out, so
     # they are also what the digest hashes; the buffers made from them without validation
     # (every value is already of its field's type, :mod:`commopt.trusted`): checking
     # 100,000s of rows cost more than making them; the arena holding them is still validated
     rows, planned = [], []
-    for b, off, size in zip(buffers, packed.offsets, packed.sizes, strict=True):
-        c, role, k, value, _, meta, padded, local, producer, persistent, shared = table_rows[b]
+    for (c, role, k, value, _, meta, padded, local, producer, persistent, shared), off, size, first, \
+            last, zero_copy in zip(map(lifetimes.rows.__getitem__, buffers.tolist()), packed.offsets,
+                                   packed.sizes, packed.firsts, packed.lasts,
+                                   lifetimes.zero_copy[buffers].tolist(), strict=True):
         coll = nodes[c]
         row = {
             "name": f"{coll.name}:{_ROLE_NAMES[role]}{k}", "node": coll.name,
@@ -188,12 +187,12 @@ def _plan_group(graph: Graph, group: str, lifetimes: _Lifetimes, buffers: list[i
             "offset_bytes": off, "size_bytes": size, "padded_bytes": padded,
             "local_bytes": local, "dtype": meta.dtype, "shape": list(meta.shape),
             "max_shape": list(meta.max_shape) if meta.max_shape is not None else None,
-            "first": firsts[b], "last": lasts[b],
+            "first": first, "last": last,
             "producer": nodes[producer].name if producer is not None else None,
-            "zero_copy": zero_copy[b],
+            "zero_copy": zero_copy,
         }
-        shared_with = [_read_name(graph, c, k) for c, k in shared]
-        planned.append(_planned_buffer(row | {"persistent": persistent, "shared_with": shared_with}))
+        shared_with = [_read_name(graph, c, k) for c, k in shared] if shared else []
+        planned.append(_planned_buffer({**row, "persistent": persistent, "shared_with": shared_with}))
         if persistent:
             row["persistent"] = True
         if shared_with:
