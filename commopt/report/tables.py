@@ -5,8 +5,10 @@ Each renderer decides how to draw; what is shown (and how numbers read) is decid
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import compress
+from itertools import compress, repeat
+from operator import attrgetter, is_not
 from typing import NamedTuple
 
 from commopt.ir.graph import ProcessGroup
@@ -229,14 +231,24 @@ def blocking_waits(s: ScheduleReport) -> dict[str, BlockingWait]:
     names, starts = cols["node"], cols["start_us"]
     at = list(compress(range(len(names)), cols["exposed"]))
     exposed = dict(zip(map(names.__getitem__, at), at, strict=True))
-    out: dict[str, BlockingWait] = {}
-    for c in s.collectives:
-        for w in c.waits:
-            k = exposed.get(w)
-            if k is not None:
-                out[c.node] = BlockingWait(w, starts[k])
-                break
-    return out
+    return {c: BlockingWait(w, starts[exposed[w]])
+            for c, w in _first_waits(s, exposed.__contains__).items()}
+
+
+def blocking_wait_nodes(s: ScheduleReport) -> dict[str, str]:
+    """The node of each :func:`blocking_waits` span, by collective: what the trace links, with
+    no span made per collective."""
+    cols = s.events.columns
+    return _first_waits(s, set(compress(cols["node"], cols["exposed"])).__contains__)
+
+
+def _first_waits(s: ScheduleReport, blocked: Callable[[str], bool]) -> dict[str, str]:
+    """Per collective of ``s`` with a wait that ``blocked``, the first such wait."""
+    colls = s.collectives
+    first = list(map(next, map(filter, repeat(blocked), map(attrgetter("waits"), colls)),
+                     repeat(None)))
+    return dict(compress(zip(map(attrgetter("node"), colls), first, strict=True),
+                         map(is_not, first, repeat(None))))
 
 
 def top_exposed(report: OverlapReport) -> list[CollectiveReport]:

@@ -29,8 +29,8 @@ import bisect
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import repeat
-from operator import add
+from itertools import compress, repeat
+from operator import add, and_, attrgetter, is_not
 from typing import Any
 
 import numpy as np
@@ -61,11 +61,16 @@ class _Track:
     """The slices of one thread, as (start, end) in ns by start, for placing zero-length
     markers on it."""
 
-    def __init__(self, starts: list[int], ends: list[int]) -> None:
-        """The thread's slices from their starts and ends, in any order."""
-        order = sorted(range(len(starts)), key=starts.__getitem__)
-        self.starts = [starts[k] for k in order]
-        self.ends = [ends[k] for k in order]
+    def __init__(self, starts: np.ndarray | list[int], ends: np.ndarray | list[int]) -> None:
+        """The thread's slices from their starts and ends (int64 arrays, or lists of ints
+        where a time does not fit), in any order."""
+        if isinstance(starts, np.ndarray):
+            order = np.argsort(starts, kind="stable")
+            self.starts, self.ends = starts[order], ends[order]
+        else:
+            order = sorted(range(len(starts)), key=starts.__getitem__)
+            self.starts = [starts[k] for k in order]
+            self.ends = [ends[k] for k in order]
 
     def snap(self, t: int) -> int:
         """``t`` moved to the nearer edge of a slice it falls strictly inside, if any.
@@ -75,15 +80,16 @@ class _Track:
         """
         k = bisect.bisect_right(self.starts, t) - 1
         if k >= 0 and self.starts[k] < t < self.ends[k]:
-            return self.starts[k] if t - self.starts[k] <= self.ends[k] - t else self.ends[k]
+            start, end = int(self.starts[k]), int(self.ends[k])
+            return start if t - start <= end - t else end
         return t
 
     def snap_all(self, times: list[int]) -> list[int]:
         """:meth:`snap` of every time, at once where all fit in int64."""
         try:
             t = np.array(times, dtype=np.int64)
-            starts = np.array(self.starts, dtype=np.int64)
-            ends = np.array(self.ends, dtype=np.int64)
+            starts = np.asarray(self.starts, dtype=np.int64)
+            ends = np.asarray(self.ends, dtype=np.int64)
         except OverflowError:
             return list(map(self.snap, times))
         if not len(starts):
@@ -125,14 +131,19 @@ def _metadata(report: OverlapReport, s: ScheduleReport, pid: int) -> tuple[list[
 _Node = tuple
 #: The text of a slice up to ``"ts":``, of its node's name and kind (JSON strings).
 _HEAD = '{"name":%s,"cat":%s,"ph":"X","ts":'
-#: A slice of a node that is neither a collective nor an exposed wait, from the head of its
-#: node: start (whole us, decimals), duration (whole us, decimals), pid and tid, the args of
-#: its node, the step and the end of the line (:func:`_span_line` writes the others).
-_PLAIN_SPAN = '%s%d%s,"dur":%d%s%s%s%d}%s'
-#: An exposed wait's slice (not a collective's) of the common times, from its node's name:
-#: then as :data:`_PLAIN_SPAN`, with the time it blocked after the step.
-_EXPOSED_SPAN = (f'{{"name":%s,"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":%d%s,"dur":%d%s%s%s%d,'
-                 '"exposed_us":%d%s}%s')
+#: A slice of the common times (:data:`_DECIMAL_NS`), from its head (a node's :data:`_HEAD`,
+#: or an exposed wait's :data:`_EXPOSED_HEAD`): start (whole us, decimals), duration (whole us,
+#: decimals), pid and tid, the args of its node, the step, what follows the step (an exposed
+#: wait's time blocked, :data:`_EXPOSED_US`) and the end of the line (:func:`_span_line`
+#: writes the others).
+_SPAN = '%s%d%s,"dur":%d%s%s%s%d%s}%s'
+#: The head of an exposed wait's slice (not a collective's), from its node's name.
+_EXPOSED_HEAD = f'{{"name":%s,"cat":"{EXPOSED_WAIT_CAT}","ph":"X","ts":'
+#: What follows the step in an exposed wait's slice: the time it blocked.
+_EXPOSED_US = ',"exposed_us":'
+#: The ends of the lines of a collective's slice and of its blocking wait's (flow id).
+_FLOW_THROUGH = ',"bind_id":%d,"flow_in":true,"flow_out":true}'
+_FLOW_IN = ',"bind_id":%d,"flow_in":true}'
 #: The zero-length slices of a collective's issue and of a wait that did not block (their
 #: name, time, pid and tid, collective, group, step and flow id as JSON text).
 _ISSUE_MARKER = (f'{{"name":%s,"cat":"{ISSUE_CAT}","ph":"X","ts":%s,"dur":0,"pid":%d,"tid":%d,'
@@ -145,7 +156,8 @@ _HIDDEN_WAIT_MARKER = (f'{{"name":%s,"cat":"{HIDDEN_WAIT_CAT}","ph":"X","ts":%s,
 class _NodeTexts:
     """Every node of the report (:data:`_Node` rows, by name) with the text of its slices
     that is the same in every schedule: the head (:data:`_HEAD`) and, for a node that is not
-    a collective, the args up to the step (:func:`_node_args_text`). Made once per trace, for
+    a collective, the args up to the step (:func:`_node_args_text`), as object arrays (a
+    schedule takes its events' texts from them by index, in numpy). Made once per trace, for
     all nodes at once; nodes with the same op, bytes, group and type share one args text."""
 
     __slots__ = ("columns", "index", "heads", "args")
@@ -155,8 +167,8 @@ class _NodeTexts:
         self.columns = list(cols.values())
         names = cols["name"]
         self.index = dict(zip(names, range(len(names)), strict=True))
-        self.heads = list(map(_HEAD.__mod__, zip(map(_str, names), map(_str, cols["kind"]),
-                                                 strict=True)))
+        self.heads = _objects(map(_HEAD.__mod__, zip(map(_str, names), map(_str, cols["kind"]),
+                                                     strict=True)), len(names))
         def keys() -> Iterator[tuple]:  # made twice rather than kept: one tuple per node
             return zip(cols["op"], cols["bytes"], cols["group"], cols["collective_type"],
                        strict=True)
@@ -165,7 +177,7 @@ class _NodeTexts:
         for op, nbytes, group, ctype in args_of:
             args_of[op, nbytes, group, ctype] = _node_args_text(
                 (None, op, None, None, nbytes, group, ctype), None)
-        self.args = list(map(args_of.__getitem__, keys()))
+        self.args = _objects(map(args_of.__getitem__, keys()), len(names))
 
     def row(self, i: int) -> _Node:
         """Node ``i``'s row."""
@@ -199,26 +211,28 @@ def _schedule_events(report: OverlapReport, s: ScheduleReport, pid: int,
     for, so a schedule's lines are never all held at once."""
     meta, tids = _metadata(report, s, pid)
     yield [_encode_event(ev) for ev in meta]
-    flow_of = {c.node: flow_base + k for k, c in enumerate(s.collectives)}
+    flow_of = dict(zip(map(attrgetter("node"), s.collectives),
+                       range(flow_base, flow_base + len(s.collectives)), strict=True))
     # a flow ends at the collective's blocking wait, else at its first wait (a marker)
-    wait_flow = {e.node: flow_of[c] for c, e in tables.blocking_waits(s).items()}
-    ending = {node: f',"bind_id":{f},"flow_in":true,"flow_out":true}}' for node, f in flow_of.items()}
-    ending.update((node, f',"bind_id":{f},"flow_in":true}}') for node, f in wait_flow.items())
+    wait_flow = {w: flow_of[c] for c, w in tables.blocking_wait_nodes(s).items()}
+    ending = dict(zip(flow_of, map(_FLOW_THROUGH.__mod__, flow_of.values()), strict=True))
+    ending.update(zip(wait_flow, map(_FLOW_IN.__mod__, wait_flow.values()), strict=True))
     compute_tid = tids.get(("compute", 0), 1)
     spans = _SpanTable(s, pid, tids, nodes, ending)
     markers = _markers(s, pid, compute_tid, _Track(*spans.on_thread(compute_tid)), flow_base,
                        wait_flow)
     order = _file_order([spans.tids, markers.tids], [spans.starts, markers.starts],
                         [spans.ends, markers.ends])
-    n = len(spans.tids)
+    # every line but the common spans', written already (None for those)
+    written = np.concatenate([spans.written, _objects(markers.lines, len(markers.lines))])
+    common = np.concatenate([spans.common, np.zeros(len(markers.lines), dtype=bool)])
     for k in range(0, len(order), _LINES_PER_CHUNK):
         rows = order[k:k + _LINES_PER_CHUNK]
-        lines: list[str] = [""] * len(rows)
-        is_span = rows < n
-        _fill(lines, np.flatnonzero(is_span).tolist(), spans.lines(rows[is_span]))
-        _fill(lines, np.flatnonzero(~is_span).tolist(),
-              map(markers.lines.__getitem__, (rows[~is_span] - n).tolist()))
-        yield lines
+        is_common = common[rows]
+        lines = written[rows]
+        if is_common.any():
+            lines[is_common] = spans.lines(rows[is_common])
+        yield lines.tolist()
     yield [f'{{"name":"{MEMORY_COUNTER}","ph":"C","ts":{_num(_ns(p.time_us))},"pid":{pid},'
            f'"tid":0,"args":{{"bytes":{p.live_bytes}}}}}' for p in s.memory_curve]
 
@@ -251,16 +265,11 @@ def _file_order(tids: list[Sequence[int]], starts: list[Sequence[int]],
     return np.lexsort((keys[2] != keys[1], keys[1], keys[0]))  # stable, as sorted is
 
 
-#: How :meth:`_SpanTable.lines` writes a span: by :data:`_PLAIN_SPAN`, by
-#: :data:`_EXPOSED_SPAN`, or as :func:`_span_line` wrote it beforehand.
-_PLAIN, _EXPOSED, _GENERAL = 0, 1, 2
-
-
 class _SpanTable:
     """A schedule's timeline spans (in event order) as columns, and their trace lines for
-    any rows asked for. The spans of each common shape are written by one template, many at
-    once (:data:`_PLAIN_SPAN`, :data:`_EXPOSED_SPAN`); the rare others (times that need
-    :func:`_num`'s general form, a collective's exposed span) by :func:`_span_line`."""
+    any rows asked for. The spans of the common times (and not a collective's exposed span)
+    are written by one template (:data:`_SPAN`), many at once, from columns taken by index in
+    numpy; the rare others by :func:`_span_line`, beforehand (:attr:`written`)."""
 
     def __init__(self, s: ScheduleReport, pid: int, tids: dict[tuple[str, int], int],
                  nodes: _NodeTexts, ending: dict[str, str]) -> None:
@@ -268,65 +277,86 @@ class _SpanTable:
         cols = s.events.columns
         names, steps, exposed = cols["node"], cols["step"], cols["exposed"]
         n = len(names)
-        coll = {c.node: c for c in s.collectives}
-        at_of = {tid: f',"pid":{pid},"tid":{tid}' for tid in tids.values()}
-        self.names, self.steps = names, steps
-        self.tids = list(map(tids.__getitem__, zip(cols["lane"], cols["row"], strict=True)))
-        node_of = list(map(nodes.index.__getitem__, names))
-        self.heads = list(map(nodes.heads.__getitem__, node_of))
-        self.at = list(map(at_of.__getitem__, self.tids))
-        self.args = list(map(nodes.args.__getitem__, node_of))
-        self.tails = list(map(ending.get, names, repeat("}")))
+        colls = s.collectives
+        node_of = np.array(list(map(nodes.index.__getitem__, names)), dtype=np.int64)
+        self.tids = np.array(list(map(tids.__getitem__, zip(cols["lane"], cols["row"],
+                                                            strict=True))), dtype=np.int64)
+        # the text of each thread's pid and tid, by tid
+        self.at_of = _objects(map(f',"pid":{pid},"tid":%d'.__mod__,
+                                  range(max(tids.values(), default=0) + 1)))
+        self.steps = _objects(steps, n)
+        # per node: a collective's args hold its times here; a flow's end
+        coll_at = _node_rows(nodes, dict(zip(map(attrgetter("node"), colls), colls, strict=True)))
+        is_coll = np.zeros(len(nodes.args), dtype=bool)
+        is_coll[_indices(coll_at)] = True
+        is_coll = is_coll[node_of]
+        args = nodes.args.copy()
+        args[_indices(coll_at)] = _collective_args(list(coll_at.values()),
+                                                   args[_indices(coll_at)].tolist())
+        self.args = args[node_of]
+        tails = np.full(len(nodes.args), "}", dtype=object)
+        flows = _node_rows(nodes, ending)
+        tails[_indices(flows)] = list(flows.values())
+        self.tails = tails[node_of]
+        self.heads = nodes.heads[node_of]
+        self.extra = np.full(n, "", dtype=object)
+        self.written = np.full(n, None, dtype=object)
         is_exposed = np.asarray(exposed, dtype=bool)
-        is_coll = np.fromiter(map(coll.__contains__, names), dtype=bool, count=n)
-        colls = np.flatnonzero(is_coll).tolist()
-        _fill(self.args, colls, _collective_args([coll[names[k]] for k in colls],
-                                                 [self.args[k] for k in colls]))
         ns = _span_ns_arrays(cols["start_us"], cols["end_us"])
-        self.shape = np.full(n, _GENERAL, dtype=np.int8)
         if ns is None:
             self.starts, self.ends = _span_ns(cols["start_us"], cols["end_us"])
+            self.common = np.zeros(n, dtype=bool)
         else:
             self.starts, self.ends = ns
-            common = (self.starts >= 0) & (self.ends < _DECIMAL_NS)
-            self.shape[common & ~is_exposed] = _PLAIN
-            self.shape[common & is_exposed & ~is_coll] = _EXPOSED
-        self.general = {k: _span_line(nodes, node_of[k], coll.get(names[k]), int(self.starts[k]),
-                                      int(self.ends[k]), self.at[k], steps[k], exposed[k],
-                                      self.tails[k])
-                        for k in np.flatnonzero(self.shape == _GENERAL).tolist()}
+            self.common = (self.starts >= 0) & (self.ends < _DECIMAL_NS) & ~(is_exposed & is_coll)
+            waits = np.flatnonzero(self.common & is_exposed)
+            self.heads[waits] = list(map(_EXPOSED_HEAD.__mod__,
+                                         map(_str, map(names.__getitem__, waits.tolist()))))
+            self.extra[waits] = list(map(add, repeat(_EXPOSED_US),
+                                         _nums((self.ends[waits] - self.starts[waits]).tolist())))
+        general = np.flatnonzero(~self.common).tolist()
+        if general:
+            coll = {c.node: c for c in colls}
+            at = self.at_of[self.tids].tolist()
+            self.written[general] = [
+                _span_line(nodes, int(node_of[k]), coll.get(names[k]), int(self.starts[k]),
+                           int(self.ends[k]), at[k], steps[k], exposed[k], self.tails[k])
+                for k in general]
 
-    def on_thread(self, tid: int) -> tuple[list[int], list[int]]:
-        """The starts and ends of the spans on thread ``tid``, in event order."""
-        on = np.flatnonzero(np.asarray(self.tids) == tid)
+    def on_thread(self, tid: int) -> tuple[np.ndarray, np.ndarray] | tuple[list[int], list[int]]:
+        """The starts and ends of the spans on thread ``tid``, in event order (as
+        :attr:`starts` holds them: arrays, or lists where a time does not fit)."""
+        on = np.flatnonzero(self.tids == tid)
+        if isinstance(self.starts, np.ndarray):
+            return self.starts[on], self.ends[on]
         return np.asarray(self.starts)[on].tolist(), np.asarray(self.ends)[on].tolist()
 
     def lines(self, rows: np.ndarray) -> list[str]:
-        """The trace lines of the spans ``rows``, in that order."""
-        out: list[str] = [""] * len(rows)
-        shape = self.shape[rows]
-        dec = _DECIMALS.__getitem__
-        for kind, template in ((_PLAIN, _PLAIN_SPAN), (_EXPOSED, _EXPOSED_SPAN)):
-            at = np.flatnonzero(shape == kind)
-            if not len(at):
-                continue
-            these = rows[at]
-            start = self.starts[these]
-            dur = self.ends[these] - start
-            these = these.tolist()
-            times = [(start // 1000).tolist(), list(map(dec, (start % 1000).tolist())),
-                     (dur // 1000).tolist(), list(map(dec, (dur % 1000).tolist()))]
-            texts = [[self.heads[k] for k in these] if kind == _PLAIN
-                     else [_str(self.names[k]) for k in these], *times,
-                     *(list(map(col.__getitem__, these))
-                       for col in (self.at, self.args, self.steps))]
-            if kind == _EXPOSED:
-                texts += times[2:]
-            texts.append(list(map(self.tails.__getitem__, these)))
-            _fill(out, at.tolist(), map(template.__mod__, zip(*texts, strict=True)))
-        general = np.flatnonzero(shape == _GENERAL).tolist()
-        _fill(out, general, map(self.general.__getitem__, rows[general].tolist()))
-        return out
+        """The trace lines of the common spans ``rows``, in that order."""
+        start = self.starts[rows]
+        dur = self.ends[rows] - start
+        return list(map(_SPAN.__mod__, zip(
+            self.heads[rows].tolist(), (start // 1000).tolist(),
+            _DECIMAL_TEXTS[start % 1000].tolist(), (dur // 1000).tolist(),
+            _DECIMAL_TEXTS[dur % 1000].tolist(), self.at_of[self.tids[rows]].tolist(),
+            self.args[rows].tolist(), self.steps[rows].tolist(), self.extra[rows].tolist(),
+            self.tails[rows].tolist(), strict=True)))
+
+
+def _node_rows(nodes: _NodeTexts, by_name: dict[str, Any]) -> dict[int, Any]:
+    """``by_name`` by the index of its node, for the names that are nodes."""
+    at = list(map(nodes.index.get, by_name))
+    return {i: v for i, v in zip(at, by_name.values(), strict=True) if i is not None}
+
+
+def _indices(rows: Iterable[int]) -> np.ndarray:
+    """``rows`` as an index array (empty too)."""
+    return np.fromiter(rows, dtype=np.intp)
+
+
+def _objects(values: Iterable[Any], n: int = -1) -> np.ndarray:
+    """``values`` as a 1-d object array (``n`` of them, when known)."""
+    return np.fromiter(values, dtype=object, count=n)
 
 
 def _span_line(nodes: _NodeTexts, i: int, c: CollectiveReport | None, start: int, end: int,
@@ -352,11 +382,20 @@ def _collective_args(colls: list[CollectiveReport], node_args: list[str]) -> lis
     """The args text of each collective's slice (:func:`_node_args_text`) from the text of
     its node's (``node_args``): the same with its issue and exposed times (in this
     schedule, rounded to the ns) before the step."""
-    issue = fmt.rounded_ms_json([c.issue_us for c in colls])
-    exposed = fmt.rounded_ms_json([c.exposed_us for c in colls])
+    if not colls:
+        return []
+    times = fmt.number_rows([(fmt.MS, list(map(attrgetter("issue_us"), colls))),
+                             (fmt.MS, list(map(attrgetter("exposed_us"), colls)))])[0]
+    times = times[:-1].split(",")
     step = len(',"step":')
-    return [f'{a[:-step]},"issue_us":{i},"exposed_us":{e},"step":'
-            for a, i, e in zip(node_args, issue, exposed, strict=True)]
+    # nodes share few args texts: each is cut once
+    heads = {a: a[:-step] for a in dict.fromkeys(node_args)}
+    return list(map(_COLLECTIVE_ARGS.__mod__, zip(map(heads.__getitem__, node_args),
+                                                  times[::2], times[1::2], strict=True)))
+
+
+#: A collective's args text from its node's, less the step: then its issue and exposed times.
+_COLLECTIVE_ARGS = '%s,"issue_us":%s,"exposed_us":%s,"step":'
 
 
 def _span_ns_arrays(starts_us: Sequence[float],
@@ -401,33 +440,43 @@ def _markers(s: ScheduleReport, pid: int, tid: int, compute: _Track, flow_base: 
     collective's issue, then its wait when no exposed span of it carries the flow."""
     colls = s.collectives
     m = len(colls)
-    issue_at = compute.snap_all([_ns(c.issue_us) for c in colls])
-    nodes = list(map(_str, [c.node for c in colls]))
-    groups = list(map(_str, [c.group for c in colls]))
-    issues = map(_ISSUE_MARKER.__mod__, zip(
-        map(_str, ["issue " + c.node for c in colls]), _nums(issue_at), repeat(pid),
-        repeat(tid), nodes, groups, [c.issue_step for c in colls], range(flow_base, flow_base + m)))
-    hidden = [k for k, c in enumerate(colls)
-              if c.wait is not None and wait_flow.keys().isdisjoint(c.waits)]
-    wait_at = compute.snap_all([_ns(c.end_us if c.wait_start_us is None else c.wait_start_us)
-                                for c in map(colls.__getitem__, hidden)])
-    waits = map(_HIDDEN_WAIT_MARKER.__mod__, zip(
-        [_str(colls[k].wait) for k in hidden], _nums(wait_at), repeat(pid), repeat(tid),
+    names = list(map(attrgetter("node"), colls))
+    nodes = list(map(_str, names))
+    groups = list(map(_str, map(attrgetter("group"), colls)))
+    issue_at = compute.snap_all(_ns_all(list(map(attrgetter("issue_us"), colls))))
+    issues = list(map(_ISSUE_MARKER.__mod__, zip(
+        map(_str, map(add, repeat("issue "), names)), _nums(issue_at), repeat(pid), repeat(tid),
+        nodes, groups, map(attrgetter("issue_step"), colls), range(flow_base, flow_base + m))))
+    hidden = list(compress(range(m), map(and_, map(is_not, map(attrgetter("wait"), colls),
+                                                    repeat(None)),
+                                         map(wait_flow.keys().isdisjoint,
+                                             map(attrgetter("waits"), colls)))))
+    waiting = list(map(colls.__getitem__, hidden))
+    wait_at = compute.snap_all(_ns_all([c.end_us if c.wait_start_us is None else c.wait_start_us
+                                        for c in waiting]))
+    waits = list(map(_HIDDEN_WAIT_MARKER.__mod__, zip(
+        [_str(c.wait) for c in waiting], _nums(wait_at), repeat(pid), repeat(tid),
         map(nodes.__getitem__, hidden), map(groups.__getitem__, hidden),
-        [_encode_event(colls[k].wait_step) for k in hidden], [flow_base + k for k in hidden]))
+        [_encode_event(c.wait_step) for c in waiting], [flow_base + k for k in hidden])))
     # each collective's issue, then its hidden wait
-    lines: list[str] = []
-    at: list[int] = []
-    waiting = iter(zip(hidden, waits, wait_at, strict=True))
-    next_wait = next(waiting, None)
-    for k, (line, t) in enumerate(zip(issues, issue_at, strict=True)):
-        lines.append(line)
-        at.append(t)
-        if next_wait is not None and next_wait[0] == k:
-            lines.append(next_wait[1])
-            at.append(next_wait[2])
-            next_wait = next(waiting, None)
+    before = np.searchsorted(np.array(hidden, dtype=np.int64), np.arange(m))
+    issue_rows = (np.arange(m) + before).tolist()
+    wait_rows = (np.array(hidden, dtype=np.int64) + np.arange(len(hidden)) + 1).tolist()
+    lines: list[str] = [""] * (m + len(hidden))
+    at: list[int] = [0] * len(lines)
+    for rows, new, times in ((issue_rows, issues, issue_at), (wait_rows, waits, wait_at)):
+        _fill(lines, rows, new)
+        _fill(at, rows, times)
     return _Lines(lines, [tid] * len(at), at, at)
+
+
+def _ns_all(times_us: list[float]) -> list[int]:
+    """:func:`_ns` of every time, at once where all fit in int64 (``rint`` rounds half to even
+    as ``round`` does)."""
+    ns = np.asarray(times_us, dtype=np.float64) * 1000.0
+    if not np.all(np.abs(ns) < 2.0**62):  # beyond int64, or not finite: round itself
+        return list(map(_ns, times_us))
+    return np.rint(ns).astype(np.int64).tolist()
 
 
 def _num(ns: int) -> str:
@@ -458,6 +507,8 @@ def _nums(times: list[int]) -> list[str]:
 _DECIMAL_NS = 10**15
 #: The text after the whole microseconds of a number of nanoseconds, by its last three digits.
 _DECIMALS = [f".{k:03d}".rstrip("0") if k else "" for k in range(1000)]
+#: :data:`_DECIMALS` as an object array, to take by index in numpy.
+_DECIMAL_TEXTS = np.array(_DECIMALS, dtype=object)
 
 
 def render_trace(report: OverlapReport) -> dict[str, Any]:
