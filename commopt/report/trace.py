@@ -398,15 +398,22 @@ def _collective_args(colls: list[CollectiveReport], node_args: list[str]) -> lis
 _COLLECTIVE_ARGS = '%s,"issue_us":%s,"exposed_us":%s,"step":'
 
 
+def _ns_array(times_us: Sequence[float]) -> np.ndarray | None:
+    """:func:`_ns` of every time as an int64 array (numpy's ``rint`` rounds half to even as
+    ``round`` does); None where a time does not fit in int64 (or is not finite)."""
+    ns = np.asarray(times_us, dtype=np.float64) * 1000.0
+    if not np.all(np.abs(ns) < 2.0**62):
+        return None
+    return np.rint(ns).astype(np.int64)
+
+
 def _span_ns_arrays(starts_us: Sequence[float],
                     ends_us: Sequence[float]) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`_span_ns` as int64 arrays; None where a time does not fit (or is not finite)."""
-    starts = np.asarray(starts_us, dtype=np.float64) * 1000.0
-    ends = np.asarray(ends_us, dtype=np.float64) * 1000.0
-    if not (np.all(np.abs(starts) < 2.0**62) and np.all(np.abs(ends) < 2.0**62)):
+    starts, ends = _ns_array(starts_us), _ns_array(ends_us)
+    if starts is None or ends is None:
         return None
-    starts = np.rint(starts)
-    return starts.astype(np.int64), np.maximum(np.rint(ends), starts).astype(np.int64)
+    return starts, np.maximum(ends, starts)
 
 
 def _span_ns(starts_us: Sequence[float], ends_us: Sequence[float]) -> tuple[list[int], list[int]]:
@@ -473,10 +480,10 @@ def _markers(s: ScheduleReport, pid: int, tid: int, compute: _Track, flow_base: 
 def _ns_all(times_us: list[float]) -> list[int]:
     """:func:`_ns` of every time, at once where all fit in int64 (``rint`` rounds half to even
     as ``round`` does)."""
-    ns = np.asarray(times_us, dtype=np.float64) * 1000.0
-    if not np.all(np.abs(ns) < 2.0**62):  # beyond int64, or not finite: round itself
+    ns = _ns_array(times_us)
+    if ns is None:  # beyond int64, or not finite: round itself
         return list(map(_ns, times_us))
-    return np.rint(ns).astype(np.int64).tolist()
+    return ns.tolist()
 
 
 def _num(ns: int) -> str:
