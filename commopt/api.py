@@ -429,8 +429,8 @@ def _lower_bounds_beside(graph: Graph, durations: list[float], compute_slowdown:
     """A forked child computing the graph's lower bounds (:func:`commopt.sim.bounds.lower_bounds`:
     they depend on the graph and durations only, and the passes' first simulation needs them)
     and its identity for the summary (:func:`commopt.gate.graph_identity`: a sort of every
-    node's name, 1.5 s at a million nodes) while this process computes the footprint budget:
-    at 100k nodes both take about half a second. None where forking does not pay
+    node's name, 0.6-0.7 s of CPU at a million nodes) while this process computes the
+    footprint budget: at 100k nodes both take about half a second. None where forking does not pay
     (:func:`commopt.forked.worth_forking`) or the graph has no collectives (the passes do
     not run)."""
     from commopt.forked import compute_beside, worth_forking
