@@ -4,10 +4,10 @@ on.
 
 Some work depends on nothing the parent is still computing: the input order's robustness
 makespans and buffer packing (while the passes run), the runner's source (once the buffers
-are planned, about as long as building the report and rendering the plan file), the Chrome
-trace (once the report is built). The child shares the parent's memory copy-on-write and only
-reads it; it writes nothing under a final name, prints nothing and reports back one small
-message (its result, or the exception it raised). The parent copies the rendered bytes to
+are planned, about as long as this process's report, timelines and trace). The child
+shares the parent's memory copy-on-write and only reads it; it writes nothing under a final
+name, prints nothing and reports back one small message (its result, or the exception it
+raised). The parent copies the rendered bytes to
 their final place with the rest of the output set, in the same order and with the same crash
 safety as if it had rendered them itself.
 
