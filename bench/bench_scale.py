@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: The stages the optimize command reports, in the order it runs them, and their column name.
 STAGES = [("load", "load"), ("estimate", "estimate"), ("footprint budget", "budget"),
-          ("lower bounds", "budget"), ("passes", "passes"), ("summary", "summary"),
+          ("lower bounds", "budget"), ("passes", "passes"),
+          ("simulate the final order", "summary"), ("summary", "summary"),
           ("plan buffers", "plan"), ("generate runner", "runner"), ("build report", "report"),
           ("render trace.json", "trace"), ("render buffer_plan.json", "render plan"),
           ("render graph", "render graph"),

@@ -245,13 +245,17 @@ def optimize(
         ctx = context(g)
         colls = g.collectives()
         other_run: list[PassTiming] = []  # the passes' second run, with or without group order
+        # the planning child needs the final order only: it starts before the final order is
+        # simulated in full (for the summary and reports), where one run of the passes gives it
+        final_later = (output_dir is not None and worth_forking(len(g), jobs) and bool(g.group_order)
+                       and solver != "exact")
         if colls:
             kept_beside = None if g.group_order else _group_order_kept_beside(
                 g, PassManager(pipeline_passes), context, jobs)
             try:
                 with progress.stage("passes " + ",".join(names)):  # one core when the child has the other
                     pipeline = PassManager(pipeline_passes, jobs=jobs if kept_beside is None else 1).run(
-                        g, g.original_order, ctx)
+                        g, g.original_order, ctx, final_in_full=not final_later)
                 if not g.group_order:  # keeping each group's order is one of the free orders
                     free = g
                     with progress.stage("passes " + ",".join(names) + " (each group's order kept)"):
@@ -278,13 +282,24 @@ def optimize(
             with progress.stage("exact solver"):
                 pipeline, solver_run = _exact(g_out, pipeline, ctx.with_durations(durs_out), time_limit_s,
                                               timings)
-        pipeline = _as_saved(g_out, pipeline, durs_out, allow_cross_group_reorder, notes, compute_slowdown)
+        saved = _as_saved(g_out, pipeline, durs_out, allow_cross_group_reorder, notes, compute_slowdown)
+        final_later = final_later and bool(colls) and saved is pipeline  # a saved order: simulated in full
+        pipeline = saved
         t_passes = time.perf_counter() - t2
         freeze_long_lived()  # the pipeline's orders and simulations are kept for the summary
         if output_dir is not None:  # the buffer plan and the runner need the order only
             planning = start_planning(g_out, pipeline.order, g, output_options, output_dir,
                                       beside.totals_of(g) if beside is not None else None, jobs,
                                       progress)
+        if final_later and pipeline.final is not pipeline.initial:  # the input order's is in full
+            from commopt.sim import simulate
+
+            t3 = time.perf_counter()
+            with progress.stage("simulate the final order"):
+                pipeline = pipeline.with_final(simulate(g_out, pipeline.order, durs_out,
+                                                        compute_slowdown=compute_slowdown))
+            t_passes += time.perf_counter() - t3
+            freeze_long_lived()
         if ctx.memory_budget_bytes is not None and colls:
             from commopt.sim import peak_memory
 

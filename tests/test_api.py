@@ -230,9 +230,9 @@ def _runs_and_result(monkeypatch, jobs: int, kill_child: bool = False):
     parent = os.getpid()
     run, with_group_order = PassManager.run, Graph.with_group_order
 
-    def counted(self, graph, order, ctx):
+    def counted(self, graph, order, ctx, **options):
         runs.append(bool(graph.group_order))
-        return run(self, graph, order, ctx)
+        return run(self, graph, order, ctx, **options)
 
     def maybe_killed(self, flag=True):
         if kill_child and os.getpid() != parent:

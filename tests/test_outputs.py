@@ -212,22 +212,29 @@ def test_a_first_run_killed_before_its_manifest_needs_no_force_to_finish(tmp_pat
     assert incomplete_files(out) == [] and not (out / PENDING_FILE).exists()
 
 
-@pytest.mark.parametrize("graph", ["corpus/ws8/llama_fsdp.pt2", "realistic/llama3_8b_L2.json"])
+@pytest.mark.parametrize(("graph", "within_groups"), [
+    ("corpus/ws8/llama_fsdp.pt2", None), ("realistic/llama3_8b_L2.json", None),
+    ("realistic/llama3_8b_L2.json", False),
+])
 def test_files_rendered_by_forked_children_are_the_same_files(tmp_path, monkeypatch, samples_dir,
-                                                              graph):
-    """On large graphs buffer_plan.json and the runner are rendered by one forked child,
-    trace.json by another, report.html beside them, and the input order's scenario makespans
-    and arena totals by a child that runs beside the passes (commopt.forked): every file of
-    the set is byte for byte the one rendered in process, on a real-model archive and a JSON
-    graph (rendered ahead of writing too). The plan and the runner's source are made in this
-    process only when asked for, and then equal the files."""
+                                                              graph, within_groups):
+    """On large graphs buffer_plan.json and the runner are rendered by a forked child while
+    this process renders the other files, and the input order's scenario makespans and arena
+    totals by a child that runs beside the passes (commopt.forked): every file of the set is
+    byte for byte the one rendered in process, on a real-model archive and a JSON graph
+    (rendered ahead of writing too). With each group's order kept (one run of the passes) the
+    planning child starts before the final order is simulated in full. The plan and the
+    runner's source are made in this process only when asked for, and then equal the files."""
     graph = samples_dir / graph
-    in_process = commopt.optimize(graph, output_dir=tmp_path / "a", timings=False)
+    in_process = commopt.optimize(graph, output_dir=tmp_path / "a", timings=False,
+                                  reorder_within_groups=within_groups)
     monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
     planned_here = []
     plan_of = commopt.outputs._plan_of
     monkeypatch.setattr("commopt.outputs._plan_of", lambda *a: planned_here.append(1) or plan_of(*a))
-    forked = commopt.optimize(graph, output_dir=tmp_path / "b", timings=False, jobs=2)
+    forked = commopt.optimize(graph, output_dir=tmp_path / "b", timings=False, jobs=2,
+                              reorder_within_groups=within_groups)
+    assert forked.pipeline.final.events and forked.pipeline.records[-1].after is forked.pipeline.final
     assert [p.name for p in forked.written] == [p.name for p in in_process.written]
     assert _listing(tmp_path / "b") == _listing(tmp_path / "a")
     assert forked.outputs.report == in_process.outputs.report

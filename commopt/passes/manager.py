@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from commopt.errors import CommoptError, InvariantViolation, PassError
 from commopt.forked import ChildDied, RenderJob, compute_beside, worth_forking
@@ -67,6 +67,15 @@ class PipelineResult:
         """The graph the final order belongs to (``source`` when no pass rewrote it)."""
         return source if self.graph is None else self.graph
 
+    def with_final(self, sim: SimResult) -> PipelineResult:
+        """This result with ``sim``, its final order simulated in full, as its final
+        simulation and its last record's: what a run with ``final_in_full=False``
+        (:meth:`PassManager.run`) leaves to its caller."""
+        records = list(self.records)
+        if records and records[-1].after is self.final:
+            records[-1] = replace(records[-1], after=sim)
+        return replace(self, final=sim, records=records)
+
 
 class PassManager:
     """Runs ``passes`` in sequence (see the module docstring). With ``jobs`` >= 2, on a
@@ -82,8 +91,14 @@ class PassManager:
         (a plug-in could have effects that must happen once, in this process)."""
         return all(type(p).__module__.startswith("commopt.") for p in self.passes)
 
-    def run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> PipelineResult:
+    def run(self, graph: Graph, order: Sequence[int], ctx: PassContext, *,
+            final_in_full: bool = True) -> PipelineResult:
         """Run the pipeline on ``order``; raises InvariantViolation when a pass breaks one.
+
+        ``final_in_full=False``: the final order's simulation holds its numbers only, like
+        the other passes' orders (:meth:`PassContext.simulated`), for a caller that starts
+        work needing the order alone before it simulates the order in full
+        (:meth:`PipelineResult.with_final`).
 
         The cyclic garbage collector is paused meanwhile (:func:`collector_paused`): the
         passes and simulations build and drop hundreds of thousands of acyclic objects
@@ -92,15 +107,17 @@ class PassManager:
         command what the run kept (the result's orders and simulations) is frozen before the
         collector resumes (:func:`freeze_long_lived`), or its first collection scans it all."""
         with collector_paused():
-            result = self._run(graph, order, ctx)
+            result = self._run(graph, order, ctx, final_in_full)
             freeze_long_lived()
             return result
 
-    def _run(self, graph: Graph, order: Sequence[int], ctx: PassContext) -> PipelineResult:
+    def _run(self, graph: Graph, order: Sequence[int], ctx: PassContext,
+             final_in_full: bool) -> PipelineResult:
         """:meth:`run`, with the collector as the caller left it."""
         current = Schedule.of(graph, order)
         sim = ctx.simulate(graph, current)
-        run = _Run(graph, ctx, current, sim, PipelineResult(order=current, initial=sim, final=sim))
+        run = _Run(graph, ctx, current, sim, PipelineResult(order=current, initial=sim, final=sim),
+                   final_in_full=final_in_full)
         beside = self._first_pass_beside(run)
         if beside is None:
             self._steps(run, 0)
@@ -153,7 +170,7 @@ class PassManager:
         passes is raised only where a run in one process would meet it."""
         ahead = _Run(run.graph, run.ctx, run.current, run.sim,
                      PipelineResult(order=run.current, initial=run.sim, final=run.sim),
-                     checked=True, ran=[self.passes[0].name])
+                     checked=True, ran=[self.passes[0].name], final_in_full=run.final_in_full)
         failed: Exception | None = None
         try:
             self._steps(ahead, 1)
@@ -182,7 +199,8 @@ class PassManager:
         for k in range(start, len(self.passes)):
             p = self.passes[k]
             graph, ctx, current, sim = run.graph, run.ctx, run.current, run.sim
-            last = k == len(self.passes) - 1  # its order is the final one: simulated in full
+            # its order is the final one: simulated in full (unless the caller does it)
+            last = k == len(self.passes) - 1 and run.final_in_full
             if first is not None and k == start:
                 proposed, seconds = first
             else:
@@ -229,6 +247,7 @@ class _Run:
     result: PipelineResult
     checked: bool = False
     ran: list[str] = field(default_factory=list)
+    final_in_full: bool = True
 
 
 def _take_change(result: PipelineResult, record: PassRecord, change: GraphChange,

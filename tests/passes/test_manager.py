@@ -104,6 +104,23 @@ def test_only_the_input_and_final_orders_are_simulated_in_full():
     assert first.after == replace(full, events=[], collectives=[], memory_curve=[])
 
 
+def test_a_final_order_left_to_the_caller_is_its_numbers_until_completed():
+    """``final_in_full=False``: the final order's simulation is its numbers only, the same as
+    in a full run; the caller's full simulation completes the result as the run would have."""
+    g = _graph()
+    passes = [AllGathersFirst(), SinkWaits()]
+    full = PassManager(passes).run(g, g.original_order, _ctx(g, 10.0))
+    later = PassManager(passes).run(g, g.original_order, _ctx(g, 10.0), final_in_full=False)
+    assert later.order == full.order and later.final is not later.initial
+    assert later.final.events == [] and later.final.memory_curve == []
+    assert later.final == replace(full.final, events=[], collectives=[], memory_curve=[])
+    assert later.records[-1].after is later.final
+    done = later.with_final(simulate(g, later.order, _ctx(g, 10.0).durations_us))
+    assert done.final == full.final and done.order == full.order
+    assert [replace(r, seconds=0.0) for r in done.records] == [replace(r, seconds=0.0) for r in full.records]
+    assert done.records[-1].after is done.final and later.records[-1].after is later.final
+
+
 @dataclass(frozen=True)
 class Keeps(Pass):
     """A pass that returns the order it was given."""
