@@ -12,9 +12,9 @@ import dataclasses
 import os
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from commopt.assumed_sizes import DEFAULT_SCALES
 from commopt.bucketing.summary import bucketing_summary
@@ -215,19 +215,20 @@ def optimize(
         raise OptionError(f"memory_accounting must be 'footprint' or 'live-tensors', not "
                           f"{memory_accounting!r}", field="memory_accounting")
     footprint_budget = None
-    bounds_beside = _lower_bounds_beside(g, durs, compute_slowdown, jobs) \
-        if memory_accounting == "footprint" else None  # nothing to compute beside it otherwise
-    identity = _GraphIdentity(g.nodes, None)  # the digest, when the child computed it
+    beside = _input_order_beside(g, durs, output_options, compute_slowdown, jobs,
+                                 packing=output_dir is not None,
+                                 bounds=memory_accounting == "footprint")  # none to compute beside otherwise
     try:
         if memory_accounting == "footprint":
             with progress.stage("footprint budget"):
                 footprint_budget = _footprint_budget(g, max_memory_increase, output_options)
-        if bounds_beside is not None:
-            with progress.stage("lower bounds (forked)"):
-                identity = _GraphIdentity(g.nodes, _take_lower_bounds(bounds_beside, g, durs))
-    finally:
-        if bounds_beside is not None:
-            bounds_beside.cancel()
+            if beside is not None:
+                with progress.stage("lower bounds (forked)"):
+                    beside.take_lower_bounds()
+    except BaseException:
+        if beside is not None:
+            beside.cancel()
+        raise
 
     def context(graph: Graph) -> PassContext:
         return PassContext.for_graph(graph, durs, max_memory_increase=max_memory_increase,
@@ -238,8 +239,6 @@ def optimize(
                                      not_one_program=not_one_program(graph, estimator_name),
                                      compute_slowdown=compute_slowdown)
 
-    beside = _original_order_beside(g, durs, output_options, compute_slowdown, jobs,
-                                    output_dir is not None)
     planning = None
     try:
         ctx = context(g)
@@ -327,8 +326,8 @@ def optimize(
                                             before_makespans=beside.makespans(g, durs)
                                             if beside is not None else None) if colls else None
             footprint = footprint_summary(g_out, pipeline.order, footprint_budget, notes) if colls else None
-            graph_digest = identity.digest if identity.digest is not None and identity.nodes is g.nodes \
-                else graph_identity(g)  # the same nodes (a kept group order adds edges): the same program
+            graph_digest = (beside.identity(g) if beside is not None else None) \
+                or graph_identity(g)  # the same nodes (a kept group order adds edges): the same program
 
         summary = Summary(
             graph=g.name,
@@ -387,104 +386,125 @@ def optimize(
         if planning is not None:
             planning.cancel()
 
-class _OriginalOrderWork:
-    """What only the input order decides, computed by a forked child while the passes run
-    (:func:`_original_order_beside`): its makespan under each robustness scenario and, when
-    outputs are written, its buffers' arena totals. Each is handed out only for the graph
-    and durations the child worked on (a run that keeps each group's order swaps the graph)."""
+class _InputOrderWork:
+    """What the graph and its input order alone decide, computed by one forked child
+    (:func:`_input_order_beside`) and handed over in turn: the lower bounds (with the
+    footprint accounting: the passes' first simulation needs them, once this process has its
+    footprint budget), the graph's identity for the summary, then the input order's makespan
+    under each robustness scenario and, when outputs are written, its buffers' arena totals
+    (while the passes run). Each is handed out only for the graph (and durations) the child
+    worked on: a run that keeps each group's order swaps the graph for its twin, with the
+    same nodes."""
 
-    def __init__(self, job, graph: Graph, durations: list[float], packed: bool) -> None:
+    def __init__(self, job, graph: Graph, durations: list[float], packed: bool, bounds: bool) -> None:
         self._job, self._graph, self._durations, self._packed = job, graph, durations, packed
+        self._identity_at = 1 if bounds else 0  # the index of each value the child yields
+        self._input_order_at = self._identity_at + 1
+
+    def take_lower_bounds(self) -> None:
+        """Keep the lower bounds the child computed for the passes' simulations of its graph
+        and durations. A child that failed or was killed leaves them to be computed here,
+        where an error they raise is raised as without a child."""
+        from commopt.sim.bounds import remember_lower_bounds
+        from commopt.sim.model import step_durations
+
+        try:
+            computed = self._job.value(0)
+        except Exception:  # computed again here
+            return
+        if computed is not None:
+            remember_lower_bounds(self._graph, step_durations(self._graph, self._durations), computed)
+
+    def identity(self, graph: Graph) -> str | None:
+        """:func:`commopt.gate.graph_identity` of ``graph`` (it depends on the nodes only),
+        or None: another graph's nodes, or the child could not compute it (then this process
+        does, meeting any error itself)."""
+        if graph.nodes is not self._graph.nodes:
+            return None
+        try:
+            return self._job.value(self._identity_at)
+        except Exception:
+            return None
 
     def makespans(self, graph: Graph, durations: list[float]) -> list[float] | None:
-        """The input order's scenario makespans on ``graph`` (None: another graph)."""
+        """The input order's scenario makespans on ``graph`` (None: another graph, or the
+        child was killed: they are computed here)."""
         if graph is not self._graph or durations is not self._durations:
             return None
-        return self._job.value()[0]
+        return self._input_order()[0]
 
     def totals_of(self, graph: Graph):
         """A callable returning the input order's (arena bytes, lower bound bytes) on
-        ``graph``, or None for another graph or when the child did not pack them."""
+        ``graph`` (None: the child was killed, they are packed where the plan is compared),
+        or None for another graph or when the child did not pack them."""
         if graph is not self._graph or not self._packed:
             return None
-        return lambda: self._job.value()[1]
+        return lambda: self._input_order()[1]
+
+    def _input_order(self) -> tuple[list[float] | None, tuple[int, int] | None]:
+        """The child's (makespans, totals), or Nones where it was killed before it had them;
+        the child's own error is raised as it is."""
+        from commopt.forked import ChildDied
+
+        try:
+            return self._job.value(self._input_order_at)
+        except ChildDied:
+            return None, None
 
     def cancel(self) -> None:
         """Stop the child if it still runs."""
         self._job.cancel()
 
 
-def _original_order_beside(graph: Graph, durations: list[float], options: OutputOptions,
-                           compute_slowdown: float, jobs: int,
-                           packing: bool) -> _OriginalOrderWork | None:
-    """A forked child computing the input order's robustness makespans (and, with
-    ``packing``, its buffers' arena totals for the plan comparison) while this process runs
-    the passes; None where forking does not pay (:func:`commopt.forked.worth_forking`) or
-    the graph has no collectives (then neither is needed). The child only reads."""
+def _input_order_beside(graph: Graph, durations: list[float], options: OutputOptions,
+                        compute_slowdown: float, jobs: int, *, packing: bool,
+                        bounds: bool) -> _InputOrderWork | None:
+    """One forked child computing what :class:`_InputOrderWork` hands over, in that order:
+    with ``bounds`` the graph's lower bounds (:func:`commopt.sim.bounds.lower_bounds`) while
+    this process computes the footprint budget (at 100k nodes both take about half a
+    second), the graph's identity (:func:`commopt.gate.graph_identity`: a sort of every
+    node's name, 0.6-0.7 s of CPU at a million nodes), and the input order's robustness
+    makespans and, with ``packing``, its buffers' arena totals for the plan comparison while
+    this process runs the passes. One child for all of it: after each fork this process
+    copies every page it then writes (CPython writes reference counts into the objects it
+    reads). None where forking does not pay (:func:`commopt.forked.worth_forking`) or the
+    graph has no collectives (the passes do not run). The child only reads."""
     from commopt.buffers.planner import DEFAULT_ALIGN_BYTES, original_arena_totals
     from commopt.forked import compute_beside, worth_forking
+    from commopt.gate import graph_identity
+    from commopt.sim.bounds import computed_lower_bounds, lower_bounds
+    from commopt.sim.model import step_durations
     from commopt.sim.robustness import makespans, perturbations
 
     if not worth_forking(len(graph), jobs) or not graph.collectives():
         return None
     align = DEFAULT_ALIGN_BYTES if options.align is None else options.align
 
-    def work() -> tuple[list[float], tuple[int, int] | None]:
+    def lower_bounds_of_graph() -> dict[float, object]:
+        lower_bounds(graph, step_durations(graph, durations), compute_slowdown)
+        return computed_lower_bounds(graph)
+
+    def work() -> Iterator[object]:
+        if bounds:
+            yield _or_none(lower_bounds_of_graph)
+        yield _or_none(lambda: graph_identity(graph))
         scenarios = [durs for _, durs in perturbations(graph, durations)]
         spans = makespans(graph, graph.original_order, scenarios, compute_slowdown=compute_slowdown)
         totals = original_arena_totals(graph, graph.original_order, align=align,
                                        collective_types=options.comm_buffers,
                                        persistent_params=options.persistent_params) if packing else None
-        return spans, totals
+        yield spans, totals
 
-    return _OriginalOrderWork(compute_beside(work), graph, durations, packing)
-
-
-def _lower_bounds_beside(graph: Graph, durations: list[float], compute_slowdown: float, jobs: int):
-    """A forked child computing the graph's lower bounds (:func:`commopt.sim.bounds.lower_bounds`:
-    they depend on the graph and durations only, and the passes' first simulation needs them)
-    and its identity for the summary (:func:`commopt.gate.graph_identity`: a sort of every
-    node's name, 0.6-0.7 s of CPU at a million nodes) while this process computes the
-    footprint budget: at 100k nodes both take about half a second. None where forking does not pay
-    (:func:`commopt.forked.worth_forking`) or the graph has no collectives (the passes do
-    not run)."""
-    from commopt.forked import compute_beside, worth_forking
-    from commopt.gate import graph_identity
-    from commopt.sim.bounds import computed_lower_bounds, lower_bounds
-    from commopt.sim.model import step_durations
-
-    if not worth_forking(len(graph), jobs) or not graph.collectives():
-        return None
-
-    def work() -> tuple[dict[float, object], str]:
-        lower_bounds(graph, step_durations(graph, durations), compute_slowdown)
-        return computed_lower_bounds(graph), graph_identity(graph)
-
-    return compute_beside(work)
+    return _InputOrderWork(compute_beside(work, in_turn=True), graph, durations, packing, bounds)
 
 
-def _take_lower_bounds(job, graph: Graph, durations: list[float]) -> str | None:
-    """The lower bounds ``job`` (:func:`_lower_bounds_beside`) computed, kept for the
-    passes' simulations of ``graph`` with ``durations``, and the graph's identity it
-    returns. A child that failed or was killed leaves both to be computed here (None), where
-    an error they raise is raised as without a child."""
-    from commopt.sim.bounds import remember_lower_bounds
-    from commopt.sim.model import step_durations
-
+def _or_none(compute: Callable[[], Any]) -> Any:
+    """``compute()``, or None where it raises: for a child's work that this process can do
+    again itself, meeting the error there as it would without a child."""
     try:
-        computed, identity = job.value()
-    except Exception:  # computed again here, where a real error is raised as without a child
+        return compute()
+    except Exception:
         return None
-    remember_lower_bounds(graph, step_durations(graph, durations), computed)
-    return identity
-
-
-class _GraphIdentity(NamedTuple):
-    """:func:`commopt.gate.graph_identity` of a graph with these ``nodes`` (None: not
-    computed yet): the identity depends on the nodes only."""
-
-    nodes: object
-    digest: str | None
 
 
 def _memory_accounting(asked: str | None, options: OutputOptions, notes: list[str]) -> str:

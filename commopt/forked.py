@@ -2,12 +2,14 @@
 anonymous temporary file (and may compute a small result beside it) while this process goes
 on.
 
-Some work depends on nothing the parent is still computing: the input order's robustness
-makespans and buffer packing (while the passes run), the runner's source (once the buffers
-are planned, about as long as this process's report, timelines and trace). The child
-shares the parent's memory copy-on-write and only reads it; it writes nothing under a final
-name, prints nothing and reports back one small message (its result, or the exception it
-raised). The parent copies the rendered bytes to
+Some work depends on nothing the parent is still computing: the lower bounds and the input
+order's robustness makespans and buffer packing (while the footprint budget and the passes
+are computed), the runner's source (once the buffers are planned, about as long as this
+process's report, timelines and trace). The child shares the parent's memory copy-on-write
+and only reads it; it writes nothing under a final name, prints nothing and reports back
+small messages: its result (or each value in turn, ``in_turn``), or the exception it raised.
+After each fork this process copies every page it then writes (CPython writes reference
+counts into every object it reads), so related work shares one child. The parent copies the rendered bytes to
 their final place with the rest of the output set, in the same order and with the same crash
 safety as if it had rendered them itself.
 
@@ -25,9 +27,10 @@ import contextlib
 import os
 import pickle
 import signal
+import struct
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -101,34 +104,42 @@ class RenderJob:
     file per rendered file, which may also return a small picklable value: in a forked child,
     or at once when ``fork`` is False. :meth:`file` returns an open file holding its bytes (at
     offset 0) and :meth:`value` what ``render`` returned; both raise what ``render`` raised.
-    :meth:`cancel` stops a child that is still running."""
+    :meth:`cancel` stops a child that is still running.
+
+    ``in_turn``: ``render`` is a generator and its values are reported one by one as it
+    yields them (:meth:`value` ``(k)``: the k-th, as soon as the child has it), so a child can
+    hand over a first result and go on with other work."""
 
     def __init__(self, render: Callable[..., Any], destination: str | os.PathLike[str], *,
-                 fork: bool, files: int = 1) -> None:
+                 fork: bool, files: int = 1, in_turn: bool = False) -> None:
         scratch = _scratch_dir(Path(destination))
         self._files: list[IO[bytes]] = [_unnamed_file(scratch) for _ in range(files)]
         self._pid: int | None = None
-        self._pipe: int | None = None
-        self._outcome: tuple[bool, Any] | None = None
+        self._pipe: IO[bytes] | None = None
+        self._outcomes: list[tuple[bool, Any]] = []  # (True, value) or (False, exception), in turn
+        self._ended = "no more values"  # how a child ended without reporting more
         forked = _fork_with_pipe() if fork else None
         if forked is None:
-            try:
-                self._outcome = (True, render(*self._files))
-            except BaseException as exc:  # raised again when asked for, as a child's would be
-                self._outcome = (False, exc)
+            self._outcomes = list(_outcomes(render, self._files, in_turn))
             return
         pid, read_end, write_end = forked
         if pid == 0:  # the child: render, report, and leave without any of the parent's teardown
             os.close(read_end)
-            _run_child(render, self._files, write_end)
+            _run_child(render, self._files, write_end, in_turn)
         os.close(write_end)
-        self._pid, self._pipe = pid, read_end
+        self._pid, self._pipe = pid, open(read_end, "rb", closefd=True)
 
-    def value(self) -> Any:
-        """What ``render`` returned (waiting for the child); raises its exception."""
-        if self._outcome is None:
-            self._outcome = self._wait()
-        ok, payload = self._outcome
+    def value(self, index: int = 0) -> Any:
+        """What ``render`` returned (waiting for the child), or with ``in_turn`` the value it
+        yielded ``index``-th; raises its exception (or :class:`ChildDied`)."""
+        while len(self._outcomes) <= index and self._pipe is not None:
+            self._read_outcome()
+        if len(self._outcomes) > index:
+            ok, payload = self._outcomes[index]
+        elif self._outcomes and not self._outcomes[-1][0]:  # the error that ended the work
+            ok, payload = self._outcomes[-1]
+        else:
+            raise ChildDied(f"the process rendering an output ended without a result ({self._ended})")
         if not ok:
             raise payload
         return payload
@@ -141,21 +152,22 @@ class RenderJob:
         fh.seek(0)
         return fh
 
-    def _wait(self) -> tuple[bool, Any]:
-        """Wait for the child; ``(True, value)`` or ``(False, exception)``."""
+    def _read_outcome(self) -> None:
+        """Wait for the child's next message and keep it; at the end of its messages (it
+        ended, or was killed before it could report: out of memory, a signal) reap it."""
         assert self._pipe is not None and self._pid is not None
-        chunks = []
-        with open(self._pipe, "rb", closefd=True) as pipe:
-            while chunk := pipe.read(1 << 16):
-                chunks.append(chunk)
+        header = self._pipe.read(_HEADER.size)
+        message = self._pipe.read(_HEADER.unpack(header)[0]) if len(header) == _HEADER.size else b""
+        if message:
+            outcome = pickle.loads(message)
+            self._outcomes.append(outcome)
+            if outcome[0]:
+                return
+        self._pipe.close()  # an error is the child's last message
         self._pipe = None
         _, status = os.waitpid(self._pid, 0)
         self._pid = None
-        message = b"".join(chunks)
-        if not message:  # killed before it could report (out of memory, a signal)
-            return False, ChildDied(f"the process rendering an output ended without a result "
-                                    f"({_status_text(status)})")
-        return pickle.loads(message)
+        self._ended = _status_text(status)
 
     def cancel(self) -> None:
         """Stop and reap a child still running (an error elsewhere ended the output set), and
@@ -167,7 +179,7 @@ class RenderJob:
                 os.waitpid(self._pid, 0)
             self._pid = None
         if self._pipe is not None:
-            os.close(self._pipe)
+            self._pipe.close()
             self._pipe = None
         self.close()
 
@@ -177,10 +189,15 @@ class RenderJob:
             fh.close()
 
 
-def compute_beside(compute: Callable[[], Any]) -> RenderJob:
+def compute_beside(compute: Callable[[], Any], *, in_turn: bool = False) -> RenderJob:
     """A :class:`RenderJob` for work that writes no file: ``compute()``'s value in a forked
-    child (:meth:`RenderJob.value`)."""
-    return RenderJob(compute, tempfile.gettempdir(), fork=True, files=0)
+    child (:meth:`RenderJob.value`), or with ``in_turn`` each value the generator
+    ``compute()`` yields, as soon as it is yielded (:meth:`RenderJob.value` ``(k)``)."""
+    return RenderJob(compute, tempfile.gettempdir(), fork=True, files=0, in_turn=in_turn)
+
+
+#: A message's length before its pickled ``(ok, value)``.
+_HEADER = struct.Struct("<Q")
 
 
 def _fork_with_pipe() -> tuple[int, int, int] | None:
@@ -199,20 +216,34 @@ def _fork_with_pipe() -> tuple[int, int, int] | None:
         return None
 
 
-def _run_child(render: Callable[..., Any], files: list[IO[bytes]], pipe: int) -> None:
-    """The child's whole life: ``render(*files)``, then one pickled ``(ok, value or
-    exception)`` message."""
-    status = 0
+def _outcomes(render: Callable[..., Any], files: list[IO[bytes]], in_turn: bool
+              ) -> Iterator[tuple[bool, Any]]:
+    """``(True, value)`` for what ``render(*files)`` returns (each value it yields, with
+    ``in_turn``), the rendered files flushed; ``(False, exception)`` last where it raises."""
     try:
-        try:
-            value = render(*files)
+        for value in render(*files) if in_turn else [render(*files)]:
             for fh in files:
                 fh.flush()
-            message = pickle.dumps((True, value))
-        except BaseException as exc:  # every failure goes back to the parent
-            message = _pickled_error(exc)
+            yield True, value
+    except BaseException as exc:  # raised again when asked for, as a child's would be
+        yield False, exc
+
+
+def _run_child(render: Callable[..., Any], files: list[IO[bytes]], pipe: int, in_turn: bool) -> None:
+    """The child's whole life: ``render(*files)`` and one pickled ``(ok, value or
+    exception)`` message per outcome (:func:`_outcomes`), each sent as it comes."""
+    status = 0
+    try:
         with open(pipe, "wb", closefd=True) as out:
-            out.write(message)
+            for ok, payload in _outcomes(render, files, in_turn):
+                try:
+                    message = pickle.dumps((ok, payload))
+                except Exception as exc:  # a value or an exception that cannot be pickled
+                    message, ok = _pickled_error(payload if not ok else exc), False
+                out.write(_HEADER.pack(len(message)) + message)
+                out.flush()
+                if not ok:
+                    break
     except BaseException:
         status = 1
     finally:

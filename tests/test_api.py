@@ -261,11 +261,12 @@ def test_the_run_keeping_each_groups_order_runs_beside_the_free_one_with_the_sam
 
 
 @pytest.mark.parametrize("kill_child", [False, True])
-def test_the_graph_identity_comes_from_the_lower_bounds_child_or_is_computed_here(
+def test_the_graph_identity_comes_from_the_input_order_child_or_is_computed_here(
         monkeypatch, kill_child):
     """With --jobs 2 the child that computes the lower bounds beside the footprint budget
-    also computes the graph's identity for the summary; it is the one computed here, and a
-    child that dies leaves it to this process."""
+    also computes the graph's identity for the summary (then the input order's scenarios);
+    it is the one computed here, and a child that dies leaves it, and what it would have
+    computed after it, to this process."""
     import os
     import signal
 

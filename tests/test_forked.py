@@ -140,3 +140,54 @@ def test_work_without_a_file_returns_its_value_and_a_death_is_told_apart():
         forked.compute_beside(lambda: os.kill(os.getpid(), signal.SIGKILL)).value()
     with pytest.raises(ValueError, match="its own error"):  # not a death: raised as it is
         forked.compute_beside(lambda: (_ for _ in ()).throw(ValueError("its own error"))).value()
+
+
+def test_values_in_turn_come_back_as_the_child_yields_them():
+    """in_turn: the parent has the child's first value while the child still works (the
+    child's second step waits for a byte the parent writes only after reading the first)."""
+    import select
+
+    read_end, write_end = os.pipe()
+
+    def work():
+        yield "first"
+        yield bool(select.select([read_end], [], [], 60)[0])  # True: the parent read "first" first
+        yield "third"
+
+    job = forked.compute_beside(work, in_turn=True)
+    assert job.value(0) == "first"
+    os.write(write_end, b"x")
+    assert job.value(2) == "third" and job.value(1) is True and job.value(0) == "first"
+    with pytest.raises(forked.ChildDied, match="exit status 0"):  # no fourth: the child ended
+        job.value(3)
+    assert job._pid is None  # reaped
+    os.close(read_end)
+    os.close(write_end)
+
+
+def _first_then(ending):
+    def work():
+        yield 1
+        ending()
+        yield 2
+    return work
+
+
+def _fail():
+    raise ValueError("second step failed")
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_an_error_in_turn_is_raised_for_its_value_and_the_later_ones(tmp_path, fork):
+    job = RenderJob(_first_then(_fail), tmp_path, fork=fork, files=0, in_turn=True)
+    assert job.value(0) == 1
+    for index in (1, 2):
+        with pytest.raises(ValueError, match="second step failed"):
+            job.value(index)
+
+
+def test_a_child_killed_in_turn_keeps_the_values_it_sent():
+    job = forked.compute_beside(_first_then(lambda: os.kill(os.getpid(), signal.SIGKILL)), in_turn=True)
+    assert job.value(0) == 1
+    with pytest.raises(forked.ChildDied, match="killed by SIGKILL"):
+        job.value(1)

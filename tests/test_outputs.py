@@ -279,13 +279,13 @@ def test_a_forked_runner_generation_that_fails_is_raised_and_writes_nothing(tmp_
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
 
 
-def test_the_original_order_child_is_stopped_when_the_passes_fail(tmp_path, monkeypatch):
+def test_the_input_order_child_is_stopped_when_the_passes_fail(tmp_path, monkeypatch):
     """The child started beside the passes is cancelled (killed and reaped) when the passes
     raise, and the passes' error is what the caller sees."""
     import commopt.api
 
     cancelled = []
-    cancel = commopt.api._OriginalOrderWork.cancel
+    cancel = commopt.api._InputOrderWork.cancel
 
     def recorded(self):
         cancelled.append(self)
@@ -295,7 +295,7 @@ def test_the_original_order_child_is_stopped_when_the_passes_fail(tmp_path, monk
         raise RuntimeError("a pass broke")
 
     monkeypatch.setattr("commopt.forked.FORK_MIN_NODES", 0)
-    monkeypatch.setattr(commopt.api._OriginalOrderWork, "cancel", recorded)
+    monkeypatch.setattr(commopt.api._InputOrderWork, "cancel", recorded)
     monkeypatch.setattr(commopt.api.PassManager, "run", broken)
     with pytest.raises(RuntimeError, match="a pass broke"):
         commopt.optimize(_small("small"), output_dir=tmp_path / "out", timings=False, jobs=2)
@@ -303,9 +303,9 @@ def test_the_original_order_child_is_stopped_when_the_passes_fail(tmp_path, monk
 
 
 def test_lower_bounds_from_a_child_that_died_are_computed_in_process(tmp_path, monkeypatch):
-    """The child computing the lower bounds beside the footprint budget is killed before it
-    reports: the bounds are computed here and the output set is the one a run without
-    children writes."""
+    """The child computing the lower bounds beside the footprint budget (and then the input
+    order's identity, scenarios and arena totals) is killed before it reports: all of it is
+    computed here and the output set is the one a run without children writes."""
     commopt.optimize(_small("small"), output_dir=tmp_path / "a", timings=False)
 
     def killed(_graph):

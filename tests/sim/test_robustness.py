@@ -70,7 +70,7 @@ def test_summary_shows_both_orders_ranges():
 
 def test_summary_takes_the_before_orders_makespans_when_already_simulated(graph_and_durations):
     """A process beside the passes simulates the input order's scenarios
-    (commopt.api._original_order_beside): given them, the entry is the one computed here;
+    (commopt.api._input_order_beside): given them, the entry is the one computed here;
     given other numbers, it shows those (they are used, not recomputed)."""
     g, durs = graph_and_durations
     before = simulate(g, g.original_order, durs).makespan_us
