@@ -323,10 +323,9 @@ def run(quick: bool) -> str:
         "process may use, at most 2), at 100k nodes with both `--jobs 1` and `--jobs 2` (from "
         f"{FORK_MIN_NODES:,} nodes, forked children on the other core compute the lower bounds "
         "beside the footprint budget and then the input order's robustness scenarios and "
-        "buffer packing, run the first pass beside the passes, and plan the buffers and generate the runner while the main process "
-        "builds the report and renders the other files). Wall and CPU (user + system, forked "
-        "children included) seconds of "
-        "the process; the main process's own peak resident memory (`VmHWM`, read by the "
+        "buffer packing, run the first pass beside the passes, and plan the buffers and "
+        "generate the runner while the main process builds the report and renders the other "
+        "files). Wall and CPU (user + system, forked children included) seconds of the process; the main process's own peak resident memory (`VmHWM`, read by the "
         "process at exit: `wait4`'s figure would start at this benchmark's own peak); and the "
         "peak of the memory the command uses in all its processes: a forked child shares the "
         "parent's memory copy-on-write, so the proportional set sizes (PSS: private pages plus "
@@ -347,8 +346,8 @@ def run(quick: bool) -> str:
         "plan is starting, as soon as the passes end, the child that plans the buffers, "
         "generates the runner and has a child of its own render buffer_plan.json (summary, "
         "report, render graph, report.html's timelines (in html) and trace run meanwhile), "
-        "wait: waiting for the planning child; the write stages give each rendered file its name (linked, not "
-        "copied). With one process, plan includes the original order's packing and write "
+        "wait: waiting for the planning child; the write stages give each rendered file its "
+        "name (linked, not copied). With one process, plan includes the original order's packing and write "
         "reports the rendering of both files.\n",
         table(["nodes", "jobs", *COLUMNS, "other"], shares),
         "\nEach output's size in MB.\n",

@@ -217,7 +217,7 @@ def optimize(
     footprint_budget = None
     beside = _input_order_beside(g, durs, output_options, compute_slowdown, jobs,
                                  packing=output_dir is not None,
-                                 bounds=memory_accounting == "footprint")  # none to compute beside otherwise
+                                 bounds=memory_accounting == "footprint")  # else none beside it
     try:
         if memory_accounting == "footprint":
             with progress.stage("footprint budget"):
@@ -282,7 +282,8 @@ def optimize(
                 pipeline, solver_run = _exact(g_out, pipeline, ctx.with_durations(durs_out), time_limit_s,
                                               timings)
         saved = _as_saved(g_out, pipeline, durs_out, allow_cross_group_reorder, notes, compute_slowdown)
-        final_later = final_later and bool(colls) and saved is pipeline  # a saved order: simulated in full
+        # a saved order (a .pt2 archive's) is simulated in full by _as_saved
+        final_later = final_later and bool(colls) and saved is pipeline
         pipeline = saved
         t_passes = time.perf_counter() - t2
         freeze_long_lived()  # the pipeline's orders and simulations are kept for the summary

@@ -9,9 +9,9 @@ process's report, timelines and trace). The child shares the parent's memory cop
 and only reads it; it writes nothing under a final name, prints nothing and reports back
 small messages: its result (or each value in turn, ``in_turn``), or the exception it raised.
 After each fork this process copies every page it then writes (CPython writes reference
-counts into every object it reads), so related work shares one child. The parent copies the rendered bytes to
-their final place with the rest of the output set, in the same order and with the same crash
-safety as if it had rendered them itself.
+counts into every object it reads), so related work shares one child. The parent copies the
+rendered bytes to their final place with the rest of the output set, in the same order and
+with the same crash safety as if it had rendered them itself.
 
 It is asked for with ``jobs`` >= 2 (``commopt optimize`` asks for it by default where this
 process may use two cores or more, :func:`default_jobs`): a child copies every memory page
