@@ -58,12 +58,13 @@ def data_dependent_entry(graph: Graph, before: Sequence[int], after: Sequence[in
     (durations given by the caller, fixed per node) or without the program to re-size (a
     JSON file holds the numbers it was written with) only scale 1 is shown.
     """
-    from commopt.io.pt2 import apply_assumptions
-    from commopt.sim import simulate
-
     sizes = data_dependent_sizes(graph)
     if not sizes:
         return None
+    # the archive reader re-sizes the program: imported only for a graph with such sizes
+    from commopt.io.pt2 import apply_assumptions
+    from commopt.sim import simulate
+
     for scale in scales:
         if not scale > 0:
             raise OptionError(f"size scales must be > 0, got {scale!r}", field="size_scales")

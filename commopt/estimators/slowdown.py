@@ -18,11 +18,14 @@ import math
 import statistics
 from bisect import bisect_right
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from commopt.errors import OptionError
-from commopt.estimators.kineto import KernelSpan, KinetoTrace
-from commopt.schemas.profile import ComputeSlowdown, ProfileModel
 from commopt.schemas.summary import AppliedSlowdown
+
+if TYPE_CHECKING:  # the trace reader and the profile schema are for calibrated runs only
+    from commopt.estimators.kineto import KernelSpan, KinetoTrace
+    from commopt.schemas.profile import ComputeSlowdown, ProfileModel
 
 #: Option values that turn the slowdown off (as does a factor of 1).
 OFF = ("off", "none")
@@ -34,6 +37,8 @@ OVERLAPPED = 0.9
 def compute_slowdown(traces: Sequence[KinetoTrace]) -> ComputeSlowdown | None:
     """The measured slowdown factor (see the module docstring), or None when no kernel kind
     ran both beside an NCCL kernel and alone (nothing to compare)."""
+    from commopt.schemas.profile import ComputeSlowdown
+
     beside: dict[str, list[float]] = {}
     alone: dict[str, list[float]] = {}
     for t in traces:

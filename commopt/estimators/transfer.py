@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from commopt.estimators.envelope import lower_envelope
 from commopt.estimators.kineto import CollectiveSample, KinetoTrace
-from commopt.estimators.profile import fit_line_explained, interpolate_log
+from commopt.estimators.line_fit import fit_line_explained
+from commopt.estimators.profile import interpolate_log
 from commopt.estimators.waiting import Matching, match_collectives
 from commopt.schemas.profile import CollectiveFit, CollectivePoint, WaitingShare
 

@@ -344,7 +344,7 @@ def advise(graph: Graph, durations_us: Sequence[float], sim: SimResult, *,
       type from their sizes and durations) is at least :data:`BUCKET_LATENCY_SHARE` of its
       communication time; fewer, larger collectives would pay it less often.
     """
-    from commopt.estimators.profile import fit_line  # the profile fit's latency/bandwidth line
+    from commopt.estimators.line_fit import fit_line  # the profile fit's latency/bandwidth line
 
     out: list[Advice] = []
     if sim.exposed_comm_us <= 0:
