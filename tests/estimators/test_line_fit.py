@@ -5,13 +5,13 @@ import pytest
 from commopt.estimators.line_fit import fit_line, fit_line_explained
 
 
-def test_a_line_over_sizes_gives_its_latency_and_bandwidth():
-    # 10 us latency, 100 GB/s: y = 10 + x / (100 * 1e3)
-    xs = [1_000_000, 2_000_000, 4_000_000]
-    latency, bw, how = fit_line_explained(xs, [10 + x / 1e5 for x in xs])
-    assert latency == pytest.approx(10) and bw == pytest.approx(100)
-    assert how == "least-squares line over 3 sizes"
-    assert fit_line(xs, [10 + x / 1e5 for x in xs]) == pytest.approx((10, 100))
+def test_line_fit_on_exact_data_gives_its_slope_and_intercept():
+    # 7.5 us + bytes / (40 GB/s): slope 1 / 40e3 us per byte, intercept 7.5 us
+    xs = [1 << 10, 1 << 16, 1 << 20, 1 << 24]
+    latency, bw, how = fit_line_explained(xs, [7.5 + x / 40e3 for x in xs])
+    assert latency == pytest.approx(7.5, rel=1e-9) and bw == pytest.approx(40, rel=1e-9)
+    assert how == "least-squares line over 4 sizes"
+    assert fit_line(xs, [7.5 + x / 40e3 for x in xs]) == (latency, bw)
 
 
 def test_one_size_or_a_negative_latency_forces_the_line_through_the_origin():

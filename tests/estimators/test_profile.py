@@ -15,8 +15,6 @@ from commopt.estimators.profile import (
     compute_key,
     fit_collectives,
     fit_compute,
-    fit_line,
-    fit_line_explained,
     load_profile,
     write_profile,
 )
@@ -122,15 +120,6 @@ def test_unknown_steps_are_an_error(tmp_path):
     trace = write(tmp_path / "t.json", new_format_trace())
     with pytest.raises(OptionError, match="no profiler step 9 in the trace \\(it has 1, 2\\)"):
         calibrate(trace, steps=[9])
-
-
-def test_line_fit_on_exact_data_gives_its_slope_and_intercept():
-    # 7.5 us + bytes / (40 GB/s): slope 1 / 40e3 us per byte, intercept 7.5 us
-    xs = [1 << 10, 1 << 16, 1 << 20, 1 << 24]
-    latency, bw, how = fit_line_explained(xs, [7.5 + x / 40e3 for x in xs])
-    assert latency == pytest.approx(7.5, rel=1e-9) and bw == pytest.approx(40, rel=1e-9)
-    assert how == "least-squares line over 4 sizes"
-    assert fit_line(xs, [7.5 + x / 40e3 for x in xs]) == (latency, bw)
 
 
 @pytest.mark.parametrize("points, latency, bw, how", [
