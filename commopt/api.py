@@ -22,7 +22,6 @@ from commopt.buffers.footprint import footprint_summary
 from commopt.cross_group import decide_cross_group, not_one_program, within_groups
 from commopt.errors import OptionError
 from commopt.estimators.options import EstimatorOptions
-from commopt.forked import worth_forking
 from commopt.gc_freeze import collector_paused, freeze_long_lived, freezing_gc
 from commopt.ir.graph import Graph
 from commopt.ir.schedule import Schedule
@@ -244,10 +243,9 @@ def optimize(
         ctx = context(g)
         colls = g.collectives()
         other_run: list[PassTiming] = []  # the passes' second run, with or without group order
-        # the planning child needs the final order only: it starts before the final order is
-        # simulated in full (for the summary and reports), where one run of the passes gives it
-        final_later = (output_dir is not None and worth_forking(len(g), jobs) and bool(g.group_order)
-                       and solver != "exact")
+        # where one run of the passes gives the final order, it is simulated in full (for the
+        # summary and reports) once the planning child, which needs the order only, has started
+        final_later = bool(g.group_order) and solver != "exact"
         if colls:
             kept_beside = None if g.group_order else _group_order_kept_beside(
                 g, PassManager(pipeline_passes), context, jobs)
@@ -576,7 +574,7 @@ def _group_order_kept_beside(free: Graph, manager: PassManager, context, jobs: i
     :data:`~commopt.forked.PIPELINE_FORK_MIN_NODES` nodes), or
     with a plug-in pass (its effects must happen once, here). The child only reads; it
     reports the run's result."""
-    from commopt.forked import PIPELINE_FORK_MIN_NODES, compute_beside
+    from commopt.forked import PIPELINE_FORK_MIN_NODES, compute_beside, worth_forking
 
     if not worth_forking(len(free), jobs, PIPELINE_FORK_MIN_NODES) or not manager.all_builtin():
         return None

@@ -238,7 +238,8 @@ class _Run:
     """Where a pipeline's run stands: the graph and context the next pass gets (a pass may
     rewrite the graph), its input order and that order's simulation, whether the order passed
     :func:`~commopt.invariants.check_order` (the input order is not checked), the passes run
-    so far and their records."""
+    so far and their records, and whether the final order is simulated in full here
+    (:meth:`PassManager.run`'s ``final_in_full``)."""
 
     graph: Graph
     ctx: PassContext

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import attrgetter, is_not
+from itertools import compress
 from typing import NamedTuple
 
 from commopt.ir.graph import ProcessGroup
@@ -244,11 +243,13 @@ def blocking_wait_nodes(s: ScheduleReport) -> dict[str, str]:
 
 def _first_waits(s: ScheduleReport, blocked: Callable[[str], bool]) -> dict[str, str]:
     """Per collective of ``s`` with a wait that ``blocked``, the first such wait."""
-    colls = s.collectives
-    first = list(map(next, map(filter, repeat(blocked), map(attrgetter("waits"), colls)),
-                     repeat(None)))
-    return dict(compress(zip(map(attrgetter("node"), colls), first, strict=True),
-                         map(is_not, first, repeat(None))))
+    out: dict[str, str] = {}
+    for c in s.collectives:
+        for w in c.waits:
+            if blocked(w):
+                out[c.node] = w
+                break
+    return out
 
 
 def top_exposed(report: OverlapReport) -> list[CollectiveReport]:

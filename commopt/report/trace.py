@@ -29,8 +29,8 @@ import bisect
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import compress, repeat
-from operator import add, and_, attrgetter, is_not
+from itertools import repeat
+from operator import add, attrgetter
 from typing import Any
 
 import numpy as np
@@ -454,10 +454,8 @@ def _markers(s: ScheduleReport, pid: int, tid: int, compute: _Track, flow_base: 
     issues = list(map(_ISSUE_MARKER.__mod__, zip(
         map(_str, map(add, repeat("issue "), names)), _nums(issue_at), repeat(pid), repeat(tid),
         nodes, groups, map(attrgetter("issue_step"), colls), range(flow_base, flow_base + m))))
-    hidden = list(compress(range(m), map(and_, map(is_not, map(attrgetter("wait"), colls),
-                                                    repeat(None)),
-                                         map(wait_flow.keys().isdisjoint,
-                                             map(attrgetter("waits"), colls)))))
+    hidden = [k for k, c in enumerate(colls)
+              if c.wait is not None and wait_flow.keys().isdisjoint(c.waits)]
     waiting = list(map(colls.__getitem__, hidden))
     wait_at = compute.snap_all(_ns_all([c.end_us if c.wait_start_us is None else c.wait_start_us
                                         for c in waiting]))
